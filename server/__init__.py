@@ -1,0 +1,1 @@
+"""AccelOpt language server: thin LSP handlers over accelopt_core."""
