@@ -1,0 +1,414 @@
+"""The one typed settings model shared by the CLI, the language server and the VS Code extension.
+
+Settings live under the section ``accelopt``. Keys are camelCase as editors expect
+(``accelopt.search.beamWidth``); Python code uses the snake_case attribute names
+(``settings.search.beam_width``). Both spellings are accepted on input.
+
+:func:`load_settings` never raises on bad values: each invalid value is replaced by its
+default and reported as a :class:`SettingsIssue` naming the setting and the default used.
+:func:`vscode_configuration` renders the same model as the ``contributes.configuration``
+properties of ``client-vscode/package.json``, so the extension cannot drift from it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+SECTION = "accelopt"
+MEMORY_DIR_ENV = "ACCELOPT_MEMORY_DIR"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        validate_assignment=True,
+    )
+
+
+class RoleSettings(_Model):
+    """Per-role override of the LLM endpoint (planner, executor, summarizer, fixer).
+
+    A field left unset inherits the value from :class:`LLMSettings`.
+    """
+
+    base_url: str | None = Field(None, description="OpenAI-compatible base URL for this role.")
+    model: str | None = Field(None, description="Model name for this role.")
+    api_key_env: str | None = Field(
+        None, description="Environment variable holding this role's API key."
+    )
+
+
+class ModelPrice(_Model):
+    """Price of one model in US dollars per million tokens (from the provider's price list)."""
+
+    input_per_mtok: float = Field(0.0, ge=0, description="USD per 1M prompt tokens.")
+    output_per_mtok: float = Field(0.0, ge=0, description="USD per 1M completion tokens.")
+
+
+class LLMSettings(_Model):
+    """The LLM endpoint. With no ``model`` set, the search uses the offline proposer."""
+
+    base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible base URL (OpenAI, vLLM, Ollama, llama.cpp server). "
+        "Empty uses the openai library's default.",
+    )
+    model: str | None = Field(
+        None, description="Model name. Empty: no LLM, the offline launch-parameter proposer runs."
+    )
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="Name of the environment variable that holds the API key (the key itself "
+        "is never stored in settings).",
+    )
+    timeout_s: float = Field(120.0, gt=0, description="Timeout of one LLM request in seconds.")
+    max_retries: int = Field(
+        3, ge=0, le=10, description="Retries with backoff on rate limits, 5xx and timeouts."
+    )
+    temperature: float = Field(0.7, ge=0, le=2, description="Sampling temperature.")
+    planner: RoleSettings = Field(default_factory=RoleSettings, description="Planner override.")
+    executor: RoleSettings = Field(default_factory=RoleSettings, description="Executor override.")
+    summarizer: RoleSettings = Field(
+        default_factory=RoleSettings, description="Summarizer override."
+    )
+    fixer: RoleSettings = Field(default_factory=RoleSettings, description="Fixer override.")
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict,
+        description="Optional price table, model name -> USD per 1M input/output tokens, "
+        "so a run reports its cost.",
+    )
+
+    def role(self, name: Literal["planner", "executor", "summarizer", "fixer"]) -> RoleSettings:
+        """The effective endpoint of one role: its override where set, else the shared value."""
+        override: RoleSettings = getattr(self, name)
+        return RoleSettings(
+            base_url=override.base_url or self.base_url,
+            model=override.model or self.model,
+            api_key_env=override.api_key_env or self.api_key_env,
+        )
+
+    @property
+    def configured(self) -> bool:
+        """True when at least the shared model or every role's model is set."""
+        return bool(self.model) or all(
+            getattr(self, r).model for r in ("planner", "executor", "summarizer")
+        )
+
+
+class SearchSettings(_Model):
+    """Beam-search parameters, named as in AccelOpt (arXiv 2511.15915): B, N, K, T."""
+
+    beam_width: int = Field(
+        2, ge=1, le=64, description="Beam width B: candidates kept per iteration."
+    )
+    plans_per_candidate: int = Field(
+        2, ge=1, le=64, description="Plans per candidate N proposed by the planner."
+    )
+    samples_per_plan: int = Field(
+        1, ge=1, le=64, description="Samples per plan K: implementations of each plan."
+    )
+    iterations: int = Field(2, ge=1, le=100, description="Iterations T of the beam search.")
+    noise_margin: float = Field(
+        0.03,
+        ge=0,
+        lt=1,
+        description="A candidate counts as faster only when its latency is below "
+        "(1 - margin) x its parent's latency.",
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, description="Token budget for the whole run; the search stops past it."
+    )
+    max_wall_s: float | None = Field(
+        None, gt=0, description="Wall-time budget in seconds; the search stops past it."
+    )
+    memory_top_k: int = Field(
+        3, ge=0, le=20, description="Positive and negative experiences given to the planner."
+    )
+    fixer_attempts: int = Field(
+        1, ge=0, le=3, description="Tries the fixer gets on a compile or correctness error."
+    )
+
+
+class EvaluationSettings(_Model):
+    """How one candidate is evaluated (DESIGN.md, 'Evaluating a candidate')."""
+
+    seeds: int = Field(5, ge=1, le=50, description="Correctness trials on distinct seeds.")
+    timeout_s: float = Field(
+        120.0, gt=0, description="Hard timeout of one candidate's evaluation in seconds."
+    )
+    memory_limit_mb: int = Field(
+        8192, ge=256, description="Memory limit of one candidate's process in MiB."
+    )
+    warmup_ms: float = Field(25.0, gt=0, description="Warm-up time before timing, ms (do_bench).")
+    rep_ms: float = Field(
+        100.0, gt=0, description="Time spent on timed repetitions, ms (do_bench)."
+    )
+    cpu_slots: int = Field(
+        2, ge=1, le=256, description="Concurrent evaluations on a machine without GPUs."
+    )
+
+
+class SSHSettings(_Model):
+    """Options of an ``ssh://`` target."""
+
+    python: str = Field("python3", description="Python interpreter on the remote machine.")
+    workdir: str | None = Field(None, description="Working directory on the remote machine.")
+    devices: str = Field(
+        "0",
+        description="Devices to use on the remote, comma separated: CUDA device indices or "
+        "Neuron core ids. One evaluation runs per device at a time.",
+    )
+    identity_file: str | None = Field(None, description="Private key file (else the SSH agent).")
+    known_hosts: str | None = Field(
+        None, description="known_hosts file used to verify the host key (else ~/.ssh/known_hosts)."
+    )
+    connect_timeout_s: float = Field(15.0, gt=0, description="Connection timeout in seconds.")
+
+
+class Settings(_Model):
+    """Everything AccelOpt can be configured with (section ``accelopt``)."""
+
+    target: str = Field(
+        "local",
+        description="Where candidates run: 'local', 'ssh://[user@]host[:port]', "
+        "'ray://host:port' or 'ray:auto'.",
+    )
+    ssh: SSHSettings = Field(default_factory=SSHSettings, description="SSH target options.")
+    evaluation: EvaluationSettings = Field(
+        default_factory=EvaluationSettings, description="Evaluation of one candidate."
+    )
+    search: SearchSettings = Field(default_factory=SearchSettings, description="Beam search.")
+    llm: LLMSettings = Field(default_factory=LLMSettings, description="LLM endpoint and roles.")
+    profile_on_save: bool = Field(
+        True, description="Profile the kernels of a file with a harness when it is saved."
+    )
+    max_code_actions: int = Field(
+        5, ge=0, le=50, description="Most ranked improvements offered as code actions per kernel."
+    )
+    memory_dir: str | None = Field(
+        None,
+        description=f"Directory of the optimization memory and evaluation cache. Empty: "
+        f"${MEMORY_DIR_ENV}, else the user cache directory.",
+    )
+    log_level: Literal["error", "warning", "info", "debug"] = Field(
+        "info", description="Server log level (window/logMessage)."
+    )
+
+    @field_validator("target")
+    @classmethod
+    def _check_target(cls, value: str) -> str:
+        value = value.strip()
+        if value == "local" or value == "ray:auto":
+            return value
+        for scheme in ("ssh://", "ray://"):
+            if value.startswith(scheme) and len(value) > len(scheme):
+                return value
+        raise ValueError(
+            "must be 'local', 'ssh://[user@]host[:port]', 'ray://host:port' or 'ray:auto'"
+        )
+
+    def resolved_memory_dir(self) -> Path:
+        """The memory directory: the setting, else ``$ACCELOPT_MEMORY_DIR``, else the user
+        cache directory from platformdirs (``~/.cache/accelopt`` on Linux)."""
+        if self.memory_dir:
+            return Path(self.memory_dir).expanduser()
+        env = os.environ.get(MEMORY_DIR_ENV)
+        if env:
+            return Path(env).expanduser()
+        from platformdirs import user_cache_dir
+
+        return Path(user_cache_dir("accelopt", appauthor=False))
+
+
+@dataclass(frozen=True)
+class SettingsIssue:
+    """One invalid setting: its dotted key (``accelopt.search.beamWidth``), why, and the default
+    that was used instead."""
+
+    key: str
+    message: str
+    default: Any
+
+    def __str__(self) -> str:
+        return f"Invalid setting {self.key}: {self.message}; using the default {self.default!r}."
+
+
+def _camel_path(loc: tuple[Any, ...]) -> list[str]:
+    return [to_camel(p) if isinstance(p, str) else str(p) for p in loc]
+
+
+def _default_at(path: list[str]) -> Any:
+    node: Any = Settings()
+    for part in path:
+        if isinstance(node, BaseModel):
+            name = next(
+                (
+                    n
+                    for n, f in type(node).model_fields.items()
+                    if (f.alias or n) == part or n == part
+                ),
+                None,
+            )
+            if name is None:
+                return None
+            node = getattr(node, name)
+        elif isinstance(node, dict):
+            node = node.get(part)
+        else:
+            return None
+    if isinstance(node, BaseModel):
+        return node.model_dump(by_alias=True)
+    return node
+
+
+def _delete_path(data: dict[str, Any], loc: tuple[Any, ...]) -> bool:
+    """Remove the value at ``loc`` (trying both spellings of each key). True when removed."""
+    node: Any = data
+    for i, part in enumerate(loc):
+        candidates = [part, to_camel(part)] if isinstance(part, str) else [part]
+        key = next((c for c in candidates if isinstance(node, dict) and c in node), None)
+        if key is None:
+            return False
+        if i == len(loc) - 1:
+            del node[key]
+            return True
+        node = node[key]
+    return False
+
+
+def load_settings(raw: Mapping[str, Any] | None) -> tuple[Settings, list[SettingsIssue]]:
+    """Validate a settings mapping (the ``accelopt`` section), falling back per value.
+
+    ``raw`` may use camelCase or snake_case keys and may be ``None``. Every value that fails
+    validation is dropped and replaced by its default; each such value yields one
+    :class:`SettingsIssue`. Unknown keys are ignored. Never raises on user input.
+    """
+    data: dict[str, Any] = copy.deepcopy(dict(raw)) if isinstance(raw, Mapping) else {}
+    issues: list[SettingsIssue] = []
+    for _ in range(200):
+        try:
+            return Settings.model_validate(data), issues
+        except ValidationError as exc:
+            progressed = False
+            for err in exc.errors():
+                loc = tuple(err["loc"])
+                # A bad element inside a dict/list: drop the whole top-most container entry.
+                while loc and not _delete_path(data, loc):
+                    loc = loc[:-1]
+                if not loc:
+                    continue
+                path = _camel_path(loc)
+                issues.append(
+                    SettingsIssue(
+                        key=".".join([SECTION, *path]),
+                        message=str(err["msg"]),
+                        default=_default_at(path),
+                    )
+                )
+                progressed = True
+            if not progressed:
+                break
+    issues.append(SettingsIssue(key=SECTION, message="unreadable settings", default="defaults"))
+    return Settings(), issues
+
+
+def settings_from_sources(
+    *layers: Mapping[str, Any] | None,
+) -> tuple[Settings, list[SettingsIssue]]:
+    """Merge several setting mappings (later ones win, nested sections merged) and validate.
+
+    Used by the server (initializationOptions, then workspace/configuration) and the CLI
+    (defaults, then command-line flags).
+    """
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if isinstance(layer, Mapping):
+            _deep_merge(merged, layer)
+    return load_settings(merged)
+
+
+def _deep_merge(into: dict[str, Any], other: Mapping[str, Any]) -> None:
+    for key, value in other.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value) if isinstance(value, Mapping) else value
+
+
+def _json_type(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" in schema:
+        return _json_type(defs[schema["$ref"].split("/")[-1]], defs)
+    if "anyOf" in schema:
+        variants = [_json_type(s, defs) for s in schema["anyOf"]]
+        types: list[str] = []
+        out: dict[str, Any] = {}
+        for v in variants:
+            t = v.get("type")
+            types.extend(t if isinstance(t, list) else [t] if t else [])
+            for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum"):
+                if k in v:
+                    out[k] = v[k]
+        out["type"] = types if len(types) > 1 else types[0]
+        return out
+    out = {k: schema[k] for k in ("type", "enum", "minimum", "maximum") if k in schema}
+    for k in ("exclusiveMinimum", "exclusiveMaximum"):
+        if k in schema:
+            out[k] = schema[k]
+    if schema.get("type") == "object" and "additionalProperties" in schema:
+        out["additionalProperties"] = _json_type(schema["additionalProperties"], defs)
+        for k, v in list(out["additionalProperties"].items()):
+            if k == "properties":
+                out["additionalProperties"][k] = v
+    if "const" in schema:
+        out["enum"] = [schema["const"]]
+    if "properties" in schema:
+        out["properties"] = {
+            k: _json_type(v, defs) | ({"default": v["default"]} if "default" in v else {})
+            for k, v in schema["properties"].items()
+        }
+    return out
+
+
+def vscode_configuration() -> dict[str, dict[str, Any]]:
+    """The settings model as VS Code ``contributes.configuration.properties``.
+
+    Nested sections become dotted keys (``accelopt.search.beamWidth``), except maps such as
+    ``accelopt.llm.prices``, which stay one object-valued setting. Each property carries its
+    JSON type, default, bounds, enum and description from the model.
+    """
+    schema = Settings.model_json_schema(by_alias=True)
+    defs = schema.get("$defs", {})
+    props: dict[str, dict[str, Any]] = {}
+
+    def walk(model_schema: dict[str, Any], defaults: dict[str, Any], prefix: str) -> None:
+        for name, prop in model_schema.get("properties", {}).items():
+            key = f"{prefix}.{name}"
+            target = prop
+            if "$ref" in prop:
+                target = defs[prop["$ref"].split("/")[-1]]
+            if (
+                target.get("type") == "object"
+                and "properties" in target
+                and "additionalProperties" not in target
+            ):
+                walk(target, defaults.get(name, {}) or {}, key)
+                continue
+            entry = _json_type(prop, defs)
+            entry["default"] = defaults.get(name)
+            entry["description"] = prop.get("description") or target.get("description", "")
+            props[key] = entry
+
+    walk(schema, Settings().model_dump(by_alias=True), SECTION)
+    return props

@@ -1,0 +1,50 @@
+"""The Target protocol: where candidates are evaluated.
+
+A target takes an :class:`~accelopt_core.results.EvalRequest`, runs the self-contained worker
+(:mod:`accelopt_core.worker`) where the hardware is, and returns an
+:class:`~accelopt_core.results.EvalResult`. Implementations: ``local`` (subprocesses here),
+``ssh`` (a remote machine over asyncssh) and ``ray`` (tasks on a Ray cluster). The search
+only sees this protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from accelopt_core.results import EvalRequest, EvalResult
+
+
+class TargetError(Exception):
+    """A target cannot be used at all (bad URL, unknown host key, missing Ray, ...).
+
+    A failure of one evaluation is never raised: it is an EvalResult with a failure status.
+    """
+
+
+@runtime_checkable
+class Target(Protocol):
+    """Where evaluations run.
+
+    Attributes:
+        name: the target spec as configured (``local``, ``ssh://gpu-box``, ``ray://head:10001``).
+        fingerprint: stable identity of the hardware and software behind the target, part of the
+            evaluation-cache key (e.g. ``local:cpu:torch-2.13.0:triton-3.9.0``).
+        capacity: evaluations that may run at once (devices, or configured CPU slots).
+    """
+
+    name: str
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def capacity(self) -> int: ...
+
+    async def evaluate(self, request: EvalRequest) -> EvalResult:
+        """Evaluate one candidate. Never raises for a bad candidate (returns a failure
+        status); cancelling the awaiting task stops the evaluation and frees its slot."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and processes. Idempotent."""
+        ...
