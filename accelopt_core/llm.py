@@ -1,0 +1,332 @@
+"""The OpenAI-compatible LLM client of the agents: endpoints per role, retries, tokens and cost.
+
+One :class:`openai.AsyncOpenAI` per distinct endpoint (base URL, API-key variable), created
+lazily on first use (and again if the event loop changed). Retries of rate limits (429), 5xx,
+connection errors and timeouts are the openai client's own: ``max_retries`` with exponential
+backoff (0.5 s doubling to 8 s, 25% jitter, or the server's ``Retry-After``) and a per-request
+``timeout`` — both from :class:`accelopt_core.settings.LLMSettings`.
+
+API keys. A role's key is read from the environment variable named by its ``apiKeyEnv``
+(default ``OPENAI_API_KEY``) at the first call. When that variable is unset:
+
+- with a ``baseUrl`` set (vLLM, Ollama, llama.cpp server, a proxy), the placeholder
+  ``"not-needed"`` is sent, since such local servers usually ignore the key;
+- without a ``baseUrl`` (the official OpenAI endpoint), :class:`LLMError` is raised before any
+  request, naming the variable to set.
+
+The key is never logged and never appears in an exception message (messages are scrubbed of it
+as a second guard).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+
+from accelopt_core.proposers import Usage
+from accelopt_core.settings import LLMSettings
+
+log = logging.getLogger("accelopt.llm")
+
+ROLES: tuple[str, ...] = ("planner", "executor", "summarizer", "fixer")
+#: Key sent when the key variable is unset and a custom ``baseUrl`` is configured.
+PLACEHOLDER_KEY = "not-needed"
+DEFAULT_ENDPOINT = "https://api.openai.com/v1"
+
+
+class LLMError(Exception):
+    """An LLM call failed after the client's retries were spent (or could not be made).
+
+    Attributes:
+        role: the agent role of the call (``planner`` ...).
+        endpoint: base URL of the endpoint (user:password stripped).
+        model: the model asked for, or None when none is configured.
+        status: HTTP status of the last response, or None (connection error, timeout,
+            unreadable body, missing key, budget spent).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        role: str,
+        endpoint: str,
+        model: str | None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.role = role
+        self.endpoint = endpoint
+        self.model = model
+        self.status = status
+
+
+class LLMBudgetError(LLMError):
+    """The token budget (``max_tokens``) is spent; no request was made."""
+
+
+@dataclass
+class Completion:
+    """One chat completion.
+
+    Attributes:
+        text: the assistant message (empty string when the model sent none).
+        usage: tokens of this call and its cost in USD (0 without a price for the model).
+        model: the model that answered (as reported by the endpoint).
+        role: the agent role that asked.
+        finish_reason: ``stop``, ``length`` (cut off at the output limit) ...
+    """
+
+    text: str
+    usage: Usage
+    model: str
+    role: str
+    finish_reason: str | None = None
+
+
+def _display_url(url: str) -> str:
+    """The URL without user:password, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        parts = parts._replace(netloc=host)
+    return urlunsplit(parts)
+
+
+class LLMClient:
+    """Chat-completion calls for the agent roles, with token, cost and budget accounting.
+
+    Args:
+        settings: the ``accelopt.llm`` settings (endpoint, per-role overrides, retries,
+            timeout, temperature, price table).
+        max_tokens: optional token budget (prompt + completion, all roles). Once reached,
+            :attr:`over_budget` is True and :meth:`complete` raises :class:`LLMBudgetError`
+            without calling the endpoint (a call in flight may overshoot by its own size).
+        environ: where API keys are read from (default ``os.environ``).
+    """
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        max_tokens: int | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.max_tokens = max_tokens
+        self._environ = environ
+        self._clients: dict[tuple[str | None, str], tuple[openai.AsyncOpenAI, Any]] = {}
+        self._usage: dict[str, Usage] = {}
+
+    # -- accounting --------------------------------------------------------------------------
+    def usage_by_role(self) -> dict[str, Usage]:
+        """Usage per role so far (copies), only roles that made calls."""
+        return {role: _copy(u) for role, u in self._usage.items()}
+
+    def total(self) -> Usage:
+        """Usage summed over all roles."""
+        total = Usage()
+        for u in self._usage.values():
+            total.add(u)
+        return total
+
+    @property
+    def over_budget(self) -> bool:
+        """True when a token budget is set and prompt + completion tokens reached it."""
+        return self.max_tokens is not None and self.total().total_tokens >= self.max_tokens
+
+    def price_of(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        """Cost in USD from ``settings.prices[model]`` (USD per 1M tokens); 0 when the model has
+        no price entry."""
+        price = self.settings.prices.get(model)
+        if price is None:
+            return 0.0
+        return (
+            prompt_tokens * price.input_per_mtok + completion_tokens * price.output_per_mtok
+        ) / 1e6
+
+    # -- endpoints ---------------------------------------------------------------------------
+    def _role(self, role: str) -> tuple[str | None, str | None, str]:
+        if role in ROLES:
+            eff = self.settings.role(role)  # type: ignore[arg-type]
+            return eff.base_url, eff.model, eff.api_key_env or self.settings.api_key_env
+        return self.settings.base_url, self.settings.model, self.settings.api_key_env
+
+    def _key(self, base_url: str | None, key_env: str) -> str | None:
+        env = self._environ if self._environ is not None else os.environ
+        key = env.get(key_env)
+        if key:
+            return key
+        return PLACEHOLDER_KEY if base_url else None
+
+    def _client(self, base_url: str | None, key_env: str, key: str) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        cached = self._clients.get((base_url, key_env))
+        if cached is not None and cached[1] is loop:
+            return cached[0]
+        client = openai.AsyncOpenAI(
+            api_key=key,
+            base_url=base_url or None,
+            timeout=self.settings.timeout_s,
+            max_retries=self.settings.max_retries,
+        )
+        self._clients[(base_url, key_env)] = (client, loop)
+        return client
+
+    async def close(self) -> None:
+        """Close the HTTP connections of the clients made on the running event loop."""
+        loop = asyncio.get_running_loop()
+        clients, self._clients = self._clients, {}
+        for client, owner in clients.values():
+            if owner is loop:
+                try:
+                    await client.close()
+                except Exception:  # closing is best effort
+                    log.debug("closing an LLM client failed", exc_info=True)
+
+    # -- the call ----------------------------------------------------------------------------
+    async def complete(
+        self,
+        role: str,
+        messages: list[dict[str, Any]],
+        *,
+        temperature: float | None = None,
+    ) -> Completion:
+        """One chat completion for ``role`` (``planner``, ``executor``, ``summarizer``,
+        ``fixer``) with the role's endpoint and model.
+
+        ``messages`` are OpenAI chat messages (``{"role": "system"|"user"|..., "content": str}``);
+        ``temperature`` defaults to ``settings.temperature``.
+
+        Raises:
+            LLMBudgetError: the token budget is spent (no request made).
+            LLMError: no model configured, key missing for the OpenAI endpoint, HTTP error
+                after retries (status set), connection error or timeout after retries, or a
+                response that is not a chat completion. The message names the endpoint, model
+                and status; never the key.
+            asyncio.CancelledError: the caller was cancelled.
+        """
+        base_url, model, key_env = self._role(role)
+        endpoint = _display_url(base_url or DEFAULT_ENDPOINT)
+
+        def error(msg: str, status: int | None = None, cls: type[LLMError] = LLMError) -> LLMError:
+            text = f"{role} call to {endpoint} (model {model or '<none>'}) failed: {msg}"
+            key = self._key(base_url, key_env)
+            if key and key != PLACEHOLDER_KEY:
+                text = text.replace(key, "<api key>")
+            return cls(text, role=role, endpoint=endpoint, model=model, status=status)
+
+        if self.over_budget:
+            raise error(
+                f"token budget of {self.max_tokens} tokens is spent "
+                f"({self.total().total_tokens} used)",
+                cls=LLMBudgetError,
+            )
+        if not model:
+            raise error("no model is configured (set accelopt.llm.model)")
+        key = self._key(base_url, key_env)
+        if key is None:
+            raise error(
+                f"no API key: set the environment variable {key_env} "
+                "(or accelopt.llm.apiKeyEnv to the variable that holds it)"
+            )
+        client = self._client(base_url, key_env, key)
+        temp = self.settings.temperature if temperature is None else temperature
+        retries = self.settings.max_retries
+        after = f" after {retries} retries" if retries else ""
+
+        def retried(status: int) -> str:  # the statuses the openai client retries
+            return after if status in (408, 409, 429) or status >= 500 else ""
+
+        try:
+            response = await client.chat.completions.create(
+                model=model, messages=messages, temperature=temp
+            )
+        except openai.APIStatusError as exc:
+            raise error(
+                f"HTTP {exc.status_code}{retried(exc.status_code)}: {_status_text(exc)}",
+                exc.status_code,
+            ) from None
+        except openai.APITimeoutError:
+            raise error(f"timed out after {self.settings.timeout_s:g} s{after}") from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise error(
+                f"cannot connect{after}: {_short(str(cause) or type(cause).__name__)}"
+            ) from None
+        except (openai.OpenAIError, ValueError) as exc:
+            raise error(f"unreadable response: {_short(str(exc)) or type(exc).__name__}") from None
+
+        if not hasattr(response, "choices") or not getattr(response, "choices", None):
+            raise error("unreadable response: not a chat completion")
+        choice = response.choices[0]
+        content = getattr(choice.message, "content", None) or ""
+        u = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(u, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(u, "completion_tokens", 0) or 0)
+        answered_by = getattr(response, "model", None) or model
+        price_model = model if model in self.settings.prices else answered_by
+        usage = Usage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            calls=1,
+            cost_usd=self.price_of(price_model, prompt_tokens, completion_tokens),
+        )
+        self._usage.setdefault(role, Usage()).add(usage)
+        log.debug(
+            "%s call (model %s): %d prompt + %d completion tokens, finish %s",
+            role,
+            answered_by,
+            prompt_tokens,
+            completion_tokens,
+            choice.finish_reason,
+        )
+        return Completion(
+            text=content,
+            usage=usage,
+            model=answered_by,
+            role=role,
+            finish_reason=choice.finish_reason,
+        )
+
+
+def _status_text(exc: openai.APIStatusError) -> str:
+    """The server's error message (OpenAI-shaped ``{"error": {"message": ...}}`` bodies), else
+    the start of the raw body."""
+    body = exc.body
+    if isinstance(body, dict):
+        msg = body.get("message")
+        if isinstance(body.get("error"), dict):
+            msg = body["error"].get("message", msg)
+        if msg:
+            return _short(str(msg))
+    try:
+        raw = exc.response.text
+    except Exception:
+        raw = ""
+    return _short(raw) or "(empty body)"
+
+
+def _short(s: str, limit: int = 300) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _copy(u: Usage) -> Usage:
+    return Usage(
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        calls=u.calls,
+        cost_usd=u.cost_usd,
+    )
