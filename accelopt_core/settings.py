@@ -13,6 +13,7 @@ properties of ``client-vscode/package.json``, so the extension cannot drift from
 from __future__ import annotations
 
 import copy
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -412,3 +413,24 @@ def vscode_configuration() -> dict[str, dict[str, Any]]:
 
     walk(schema, Settings().model_dump(by_alias=True), SECTION)
     return props
+
+
+def settings_markdown() -> str:
+    """A markdown table of every setting (key, type, default, description), for the README.
+
+    ``python -m accelopt_core.settings`` prints it; a test checks the README holds every key.
+    """
+    rows = ["| setting | type | default | description |", "| --- | --- | --- | --- |"]
+    for key, prop in vscode_configuration().items():
+        kind = prop.get("type", "")
+        kind = " or ".join(kind) if isinstance(kind, list) else kind
+        if "enum" in prop:
+            kind = " \\| ".join(f"`{v}`" for v in prop["enum"])
+        default = prop.get("default")
+        shown = "" if default in (None, {}, "") else f"`{json.dumps(default)}`"
+        rows.append(f"| `{key}` | {kind} | {shown} | {prop.get('description', '')} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(settings_markdown())

@@ -1,0 +1,225 @@
+"""The engine facade: one long-lived object the CLI and the language server talk to.
+
+It owns the target (built from ``settings.target``), the evaluator with its evaluation cache, the
+optimization memory and the search-results store, and builds searches with the right proposer:
+the LLM agents when ``settings.llm`` names a model, else the offline launch-parameter proposer.
+A memory or cache that cannot be opened (read-only directory, ...) is reported in
+:attr:`Engine.warnings` and the engine works without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from accelopt_core.evaluation import EvaluationCache, Evaluator
+from accelopt_core.kernels import KernelFile
+from accelopt_core.memory import OptimizationMemory, ResultsStore
+from accelopt_core.proposers import Proposer
+from accelopt_core.results import EvalResult
+from accelopt_core.search import BeamSearch, SearchReport
+from accelopt_core.settings import Settings
+from accelopt_core.targets import make_target
+from accelopt_core.targets.base import Target
+
+log = logging.getLogger("accelopt.engine")
+
+LogFn = Callable[[str, str], None]
+
+
+class Engine:
+    """Shared state of one CLI run or one language-server process.
+
+    Args:
+        settings: the validated settings (:func:`accelopt_core.settings.load_settings`).
+        log: optional ``(level, message)`` sink; levels are ``error|warning|info|debug``.
+        target: an already built target (tests, benchmarks); else one is made from the settings
+            on first use.
+        proposer_factory: optional ``settings -> Proposer`` replacing the default choice.
+
+    Raises nothing on construction: storage problems become :attr:`warnings`.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        log: LogFn | None = None,
+        target: Target | None = None,
+        proposer_factory: Callable[[Settings], Proposer] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._log = log or (lambda level, msg: getattr(logging.getLogger("accelopt"), level)(msg))
+        self._target = target
+        self._owns_target = target is None
+        self._proposer_factory = proposer_factory
+        self.warnings: list[str] = []
+        self.memory: OptimizationMemory | None = None
+        self.results: ResultsStore | None = None
+        self.cache: EvaluationCache | None = None
+        self._evaluator: Evaluator | None = None
+        self._open_storage()
+
+    # -- configuration ------------------------------------------------------------------------
+
+    def _open_storage(self) -> None:
+        self.memory, warning = OptimizationMemory.open(self.settings)
+        self._warn(warning)
+        self.results, warning = ResultsStore.open(self.settings)
+        self._warn(warning)
+        self.cache = EvaluationCache(self.settings.resolved_memory_dir() / "evals")
+        self._warn(getattr(self.cache, "warning", None))
+
+    def _warn(self, warning: str | None) -> None:
+        if warning:
+            self.warnings.append(warning)
+            self._log("warning", warning)
+
+    def update_settings(self, settings: Settings) -> None:
+        """Apply new settings: the target is rebuilt when the target or evaluation settings
+        changed, the storage reopened when the memory directory changed."""
+        old = self.settings
+        self.settings = settings
+        if (old.target, old.ssh, old.evaluation) != (
+            settings.target,
+            settings.ssh,
+            settings.evaluation,
+        ):
+            if self._owns_target and self._target is not None:
+                stale = self._target
+                self._target = None
+                self._spawn_close(stale)
+            self._evaluator = None
+        elif self._evaluator is not None:
+            self._evaluator.settings = settings
+        if old.resolved_memory_dir() != settings.resolved_memory_dir():
+            self.warnings.clear()
+            self._open_storage()
+            self._evaluator = None
+
+    def _spawn_close(self, target: Target) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(target.close())
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    @property
+    def target(self) -> Target:
+        """The target, built on first use. Raises TargetError for an unusable target spec."""
+        if self._target is None:
+            self._target = make_target(self.settings)
+            self._owns_target = True
+        return self._target
+
+    @property
+    def evaluator(self) -> Evaluator:
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.target, self.settings, self.cache)
+        return self._evaluator
+
+    def make_proposer(self) -> Proposer:
+        """The LLM agents when an LLM is configured, else the offline proposer."""
+        if self._proposer_factory is not None:
+            return self._proposer_factory(self.settings)
+        if self.settings.llm.configured:
+            from accelopt_core.agents import AgentProposer
+
+            return AgentProposer(self.settings)
+        from accelopt_core.offline import OfflineProposer
+
+        return OfflineProposer()
+
+    # -- work ---------------------------------------------------------------------------------
+
+    async def profile(self, kernel_file: KernelFile, kernel_name: str | None = None) -> EvalResult:
+        """Evaluate the file as it is: its harness entry (or the launcher of ``kernel_name``)
+        checked on every seed and timed once on the target. Uses the evaluation cache.
+
+        Raises:
+            ValueError: no kernel of that name, or no complete harness to run it with.
+        """
+        entry = _entry(kernel_file, kernel_name)
+        return await self.evaluator.evaluate(
+            kernel_file.source, kernel_file.source, entry, source_name=_name(kernel_file)
+        )
+
+    def new_search(self, kernel_file: KernelFile, kernel_name: str) -> BeamSearch:
+        """A beam search over ``kernel_name`` (not started: call ``await search.run()``).
+
+        Raises:
+            ValueError: no such kernel or no complete harness whose entry launches it.
+        """
+        return BeamSearch(
+            kernel_file,
+            kernel_name,
+            self.settings.search,
+            self.evaluator,
+            self.make_proposer(),
+            memory=self.memory,
+            results=self.results,
+            target_name=self.settings.target,
+        )
+
+    def saved_report(self, path: str, kernel_name: str, source: str) -> SearchReport | None:
+        """The last finished search of this kernel, if the file's source still matches."""
+        if self.results is None:
+            return None
+        try:
+            data = self.results.load(path, kernel_name, source)
+            return SearchReport.from_dict(data) if data else None
+        except Exception as exc:  # a damaged entry is ignored, never fatal
+            self._log("warning", f"ignoring saved results for {kernel_name}: {exc}")
+            return None
+
+    def clear_results(self, path: str | None = None) -> int:
+        """Forget saved search results (of one file, or all). Returns how many were removed."""
+        if self.results is None:
+            return 0
+        return int(self.results.clear(path))
+
+    async def close(self) -> None:
+        """Close the target (connections, Ray) if this engine built it. Idempotent."""
+        if self._owns_target and self._target is not None:
+            target, self._target = self._target, None
+            await target.close()
+
+
+def _name(kernel_file: KernelFile) -> str:
+    return kernel_file.path.replace("\\", "/").rsplit("/", 1)[-1] or "kernel.py"
+
+
+def _entry(kernel_file: KernelFile, kernel_name: str | None) -> str:
+    harness = kernel_file.harness
+    if harness is None or not harness.complete:
+        problems = "; ".join(
+            p.format(kernel_file.path) for p in (harness.problems if harness else [])
+        )
+        raise ValueError(
+            f"{kernel_file.path}: no complete harness (get_inputs, reference, BENCH)"
+            + (f": {problems}" if problems else "")
+        )
+    if kernel_name is None:
+        if not harness.entry:
+            raise ValueError(f"{kernel_file.path}: BENCH has no 'entry'")
+        return harness.entry
+    kernel_file.kernel(kernel_name)  # KeyError with a clear message for an unknown kernel
+    entry = kernel_file.entry_for(kernel_name)
+    if not entry:
+        raise ValueError(f"{kernel_file.path}: no launcher of {kernel_name} is the harness entry")
+    return entry
+
+
+def report_summary(report: SearchReport) -> dict[str, Any]:
+    """A compact summary of a report (for logs and the server's job list)."""
+    best = report.best
+    return {
+        "kernel": report.kernel_name,
+        "stopped": report.stopped_reason,
+        "best_speedup": best.speedup if best else None,
+        "candidates": len(report.candidates),
+        "evaluated": report.evaluated,
+    }
