@@ -205,10 +205,12 @@ async def _optimize(args: argparse.Namespace, out: Console, err: Console) -> int
             report = await search.run()
         else:
             with Live(progress, console=err, refresh_per_second=4, transient=False):
-                task = asyncio.ensure_future(search.run())
+                task = asyncio.ensure_future(search.run(wait_for_memory=False))
                 while not task.done():
                     await asyncio.sleep(0.25)
                 report = task.result()
+            # the ranking is final; the last summaries reach the memory before the process ends
+            report.memory_added = await search.drain()
     except Exception as exc:  # target unusable (TargetError), ...: a message, never a traceback
         err.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
         return 1

@@ -404,11 +404,14 @@ class BeamSearch:
         """The best verified candidate so far (None before any improvement)."""
         return self._best
 
-    async def run(self) -> SearchReport:
+    async def run(self, *, wait_for_memory: bool = True) -> SearchReport:
         """Run the search to the end, a budget, or :meth:`cancel`, and return its report.
 
-        The report is saved in the results store (when one was given) unless it was cancelled.
-        Cancelling the task that awaits ``run`` also stops the search and re-raises.
+        With ``wait_for_memory=False`` it returns as soon as the ranking is final (all finalists
+        re-timed) and the last summaries are still being written to the memory; call
+        :meth:`drain` before the process ends. The report is saved in the results store (when
+        one was given) unless it was cancelled. Cancelling the task that awaits ``run`` also
+        stops the search and re-raises.
         """
         self._started = time.monotonic()
         self._inner = asyncio.create_task(self._search())
@@ -424,6 +427,8 @@ class BeamSearch:
             self._stopped_reason = "cancelled"
             await self._cancel_background()
             report = self._report()
+        if wait_for_memory:
+            report.memory_added = await self.drain()
         self._emit(SearchFinished(report))
         if self.results is not None and report.stopped_reason != "cancelled":
             try:
@@ -618,7 +623,7 @@ class BeamSearch:
                 if best is None or cand.latency_ms < (best.latency_ms or 0) * (1 - margin):
                     self._best = cand
                     self._emit(NewBest(cand, cand.speedup or 1.0))
-                await self._remember(parent, cand, positive=True)
+                self._spawn(self._remember(parent, cand, positive=True))
 
     async def _remember(self, slow: Candidate, fast: Candidate, *, positive: bool) -> None:
         """Summarize a slow->fast pair (or a correct rewrite that was slower) into the memory."""
@@ -661,11 +666,16 @@ class BeamSearch:
                 self._warnings.append(msg)
 
     async def _settle(self) -> None:
-        """Wait for the outstanding re-timings and memory writes of the last iteration."""
+        """Wait for the outstanding re-timings of the last iteration (they decide the ranking)."""
         while self._retimes and not all(t.done() for t in self._retimes.values()):
             await asyncio.gather(*self._retimes.values(), return_exceptions=True)
+
+    async def drain(self) -> int:
+        """Wait for the pending memory writes (summaries of confirmed slow->fast steps and
+        negative experiences). Returns the number of experiences added by this search."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+        return self._memory_added
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -1,0 +1,24 @@
+"""Shared pytest configuration.
+
+Every test gets its own optimization-memory directory (ACCELOPT_MEMORY_DIR), so no test reads or
+writes the user's real memory and tests cannot see each other's experiences.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# The scripted OpenAI-compatible server (a test double for the paid LLM service) as a fixture.
+from tests.llm_double import llm_double  # noqa: F401
+
+os.environ.setdefault("ACCELOPT_SHAPE", "small")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_memory(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path_factory.mktemp("accelopt-memory")
+    monkeypatch.setenv("ACCELOPT_MEMORY_DIR", str(directory))
+    return directory
