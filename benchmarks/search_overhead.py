@@ -1,0 +1,154 @@
+"""Search overhead: wall time of a beam search against its critical path.
+
+The LLM is the scripted OpenAI-compatible double (tests/llm_double.py, a loopback HTTP server that
+the real openai client talks to) answering every call after a fixed delay; evaluation is a
+fixed-cost target (sleeps ``--eval-s`` and reports a latency derived from the candidate, so every
+rewrite is a distinct, faster candidate). Everything else is the product's code: AgentProposer,
+reply parsing, harness restoration, the Evaluator with its static gate, BeamSearch.
+
+Critical path (issue 2's definition): T x (planner delay + executor delay + evaluation delay).
+A perfectly concurrent search also needs the baseline evaluation before the first plan and the
+re-timing of the last finalists after the last evaluation, so the script prints the ratio against
+both paths. Target: wall / critical path within 1.15x at B=4, N=4, K=2.
+
+    python benchmarks/search_overhead.py            # B=4 N=4 K=2 T=4, 0.5 s LLM, 0.25 s evaluation
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import sys
+import time
+from itertools import count
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from accelopt_core.agents import AgentProposer  # noqa: E402
+from accelopt_core.evaluation import Evaluator  # noqa: E402
+from accelopt_core.kernels import parse_kernel_file  # noqa: E402
+from accelopt_core.results import EvalRequest, EvalResult  # noqa: E402
+from accelopt_core.search import BeamSearch  # noqa: E402
+from accelopt_core.settings import load_settings  # noqa: E402
+from tests.llm_double import TEST_API_KEY, LLMDouble, RecordedRequest, delay, text  # noqa: E402
+
+TEMPLATE = '''import torch
+import triton
+import triton.language as tl
+
+STEP = {step}
+
+
+@triton.jit
+def add_one_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+
+
+def add_one(x):
+    out = torch.empty_like(x)
+    add_one_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+
+
+def get_inputs(seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(1024, generator=g).to(device),)
+
+
+def reference(x):
+    return x + 1.0
+
+
+BENCH = {{"entry": add_one}}
+'''
+
+
+class FixedCostTarget:
+    """A benchmark target (not a test double): every evaluation takes ``seconds`` and reports a
+    latency of 10 / (1 + STEP) ms, so a later rewrite is faster. Unlimited capacity."""
+
+    name = "fixed-cost"
+    fingerprint = "fixed-cost"
+    capacity = 1024
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.calls = 0
+
+    async def evaluate(self, request: EvalRequest) -> EvalResult:
+        self.calls += 1
+        await asyncio.sleep(self.seconds)
+        step = int(re.search(r"^STEP = (\d+)", request.candidate_source, re.M).group(1))  # type: ignore[union-attr]
+        latency = 10.0 / (1 + step)
+        return EvalResult(status="ok", latency_ms=latency, p20_ms=latency, p80_ms=latency, timing="none", device="bench")
+
+    async def close(self) -> None:
+        pass
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-B", type=int, default=4)
+    ap.add_argument("-N", type=int, default=4)
+    ap.add_argument("-K", type=int, default=2)
+    ap.add_argument("-T", type=int, default=4)
+    ap.add_argument("--llm-s", type=float, default=0.5, help="delay of every LLM reply (s)")
+    ap.add_argument("--eval-s", type=float, default=0.25, help="cost of one evaluation (s)")
+    args = ap.parse_args()
+
+    steps = count(1)
+
+    def script(req: RecordedRequest):
+        if req.role == "planner":
+            return delay(args.llm_s, text(f"Title: plan {next(steps)}\nDo the thing."))
+        if req.role == "executor":
+            return delay(args.llm_s, text("```python\n" + TEMPLATE.format(step=next(steps)) + "```"))
+        return delay(args.llm_s, text("Title: a rule\nRule: do the thing when it applies."))
+
+    with LLMDouble(script=script) as double:
+        os.environ[double.api_key_env] = TEST_API_KEY
+        settings, issues = load_settings(
+            {
+                "llm": double.llm_settings(),
+                "search": {
+                    "beamWidth": args.B,
+                    "plansPerCandidate": args.N,
+                    "samplesPerPlan": args.K,
+                    "iterations": args.T,
+                },
+            }
+        )
+        assert not issues, issues
+        target = FixedCostTarget(args.eval_s)
+        original = parse_kernel_file(TEMPLATE.format(step=0), "bench.py")
+        search = BeamSearch(
+            original,
+            "add_one_kernel",
+            settings.search,
+            Evaluator(target, settings, None),
+            AgentProposer(settings),
+        )
+        t0 = time.perf_counter()
+        report = await search.run(wait_for_memory=False)
+        t_report = time.perf_counter() - t0
+        await search.drain()
+        t_total = time.perf_counter() - t0
+
+    per_iter = args.llm_s + args.llm_s + args.eval_s
+    critical = args.T * per_iter
+    full = critical + 2 * args.eval_s
+    print(f"B={args.B} N={args.N} K={args.K} T={args.T}  llm={args.llm_s}s eval={args.eval_s}s")
+    print(f"evaluations {target.calls}, LLM calls {len(double.requests)}, candidates {len(report.candidates)}, stopped: {report.stopped_reason}")
+    print(f"critical path T x (planner + executor + evaluation) = {critical:.2f} s")
+    print(f"  + baseline evaluation + last re-timing              = {full:.2f} s")
+    print(f"wall time to the final ranking  {t_report:.2f} s  ratio {t_report / critical:.3f} (vs full path {t_report / full:.3f})")
+    print(f"wall time incl. memory writes   {t_total:.2f} s  ratio {t_total / critical:.3f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
