@@ -463,6 +463,7 @@ class _Snapshot:
     rows: np.ndarray  # int32, row of each stored feature
     idx: np.ndarray  # int32 feature bucket
     val: np.ndarray  # float32 log-tf weight
+    wval: np.ndarray  # float32, val x idf[idx]
     idf: np.ndarray  # float32, FEATURE_DIM
     norms: np.ndarray  # float32, per experience, of the idf-weighted vector
     backends: np.ndarray  # str, per experience
@@ -648,6 +649,7 @@ class OptimizationMemory:
             rows=rows,
             idx=idx,
             val=val,
+            wval=w.astype(np.float32, copy=False),
             idf=idf,
             norms=norms,
             backends=np.array([e.backend for e in exps], dtype=object),
@@ -752,8 +754,7 @@ class OptimizationMemory:
         q_norm = float(np.linalg.norm(qd))
         if q_norm == 0.0:
             return []
-        w = snap.val * snap.idf[snap.idx]
-        dots = np.bincount(snap.rows, weights=w * qd[snap.idx], minlength=n)
+        dots = np.bincount(snap.rows, weights=snap.wval * qd[snap.idx], minlength=n)
         with np.errstate(divide="ignore", invalid="ignore"):
             sims = np.where(snap.norms > 0, dots / (snap.norms * q_norm), 0.0)
         keep = sims > 0.0
@@ -807,6 +808,7 @@ class OptimizationMemory:
             e
             for e in self._load().exps
             if (backend is None or e.backend == backend)
+            and (name in e.title or name in e.rule)  # cheap test before the regex
             and (pattern.search(e.title) or pattern.search(e.rule))
         ]
         hits.sort(key=lambda e: (not e.positive, -(e.score if e.positive else e.seen)))
