@@ -946,12 +946,16 @@ class ResultsStore:
         key = self._key(path, kernel_name, kernel_source)
         return bool(self._guard(lambda: self._cache.delete(key)))
 
-    def clear(self) -> int:
-        """Forget every stored report; returns how many there were."""
+    def clear(self, path: str | None = None) -> int:
+        """Forget the stored reports of one file (any kernel, any source), or of every file
+        when ``path`` is None; returns how many were removed."""
+        prefix = "report\x1f"
+        if path is not None:
+            prefix += os.path.realpath(os.path.expanduser(path)) + "\x1f"
 
         def run() -> int:
             with self._cache.transact():
-                keys = [k for k in self._cache.iterkeys() if str(k).startswith("report\x1f")]
+                keys = [k for k in self._cache.iterkeys() if str(k).startswith(prefix)]
                 for key in keys:
                     self._cache.delete(key)
             return len(keys)

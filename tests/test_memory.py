@@ -563,5 +563,10 @@ def test_results_store_source_change_and_other_keys(tmp_path: Path):
     with pytest.raises(TypeError):
         store.save(path, "softmax_kernel", SOFTMAX, {"bad": object()})
     assert store.load(path, "softmax_kernel", SOFTMAX) == {"best": 1}
-    assert store.clear() == 2 and store.load(path, "softmax_kernel", changed) is None
+    other = str(tmp_path / "other.py")
+    store.save(other, "softmax_kernel", SOFTMAX, {"best": 3})
+    assert store.clear(path) == 2  # both sources of k.py, not other.py
+    assert store.load(path, "softmax_kernel", changed) is None
+    assert store.load(other, "softmax_kernel", SOFTMAX) == {"best": 3}
+    assert store.clear() == 1 and store.load(other, "softmax_kernel", SOFTMAX) is None
     store.close()
