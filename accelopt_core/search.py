@@ -635,6 +635,8 @@ class BeamSearch:
         if positive:
             rule = await self.proposer.summarize(ctx, plan, slow.source, fast.source, speedup)
             title, text = rule.title, rule.rule
+            if title.strip().lower().startswith("no optimization found"):
+                return  # the summarizer saw no transferable change: nothing worth remembering
         else:
             title = f"did not help: {fast.plan_title}"
             text = (
@@ -643,24 +645,24 @@ class BeamSearch:
             )
         from accelopt_core.memory import Experience
 
-        exp = Experience.create(
-            backend=self.kernel.backend,
-            device=fast.result.device or "unknown",
-            timing=fast.result.timing,
-            kernel_name=self.kernel.name,
-            source_fingerprint=source_fingerprint(slow.source),
-            slow_source=slow.source,
-            fast_source=fast.source,
-            speedup=speedup,
-            title=title,
-            rule=text,
-            positive=positive,
-            plan=fast.plan_text,
-        )
         try:
+            exp = Experience.create(
+                backend=self.kernel.backend,
+                device=fast.result.device or "unknown",
+                timing=fast.result.timing,
+                kernel_name=self.kernel.name,
+                source_fingerprint=source_fingerprint(slow.source),
+                slow_source=slow.source,
+                fast_source=fast.source,
+                speedup=speedup,
+                title=title,
+                rule=text,
+                positive=positive,
+                plan=fast.plan_text,
+            )
             await asyncio.to_thread(self.memory.add, exp)
             self._memory_added += 1
-        except Exception as exc:  # MemoryUnavailable or a disk error: the search goes on
+        except Exception as exc:  # invalid experience, MemoryUnavailable, disk error: go on
             msg = f"optimization memory not updated: {exc}"
             if msg not in self._warnings:
                 self._warnings.append(msg)
