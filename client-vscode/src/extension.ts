@@ -7,7 +7,7 @@ import { Debouncer, restartTrigger, SECTION } from './config';
 import { pythonExtensionApi } from './interpreter';
 import { isRunning, JobTracker, jobLabel, parseJobs } from './jobs';
 import { kernelAt, KernelRef, kernelsFromLenses } from './kernels';
-import { apiKeyEnvNames, setApiKey } from './secrets';
+import { apiKeyEnvNames, redactingChannel, setApiKey } from './secrets';
 import { ServerManager } from './server';
 import { StatusBar } from './statusBar';
 
@@ -101,11 +101,12 @@ async function showJobs(server: ServerManager): Promise<void> {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  const log = vscode.window.createOutputChannel('AccelOpt', { log: true });
+  const secretValues = new Set<string>();
+  const log = redactingChannel(vscode.window.createOutputChannel('AccelOpt', { log: true }), () => secretValues);
   const tracker = new JobTracker();
   const status = new StatusBar(tracker);
   const memory = new MemoryDocuments();
-  const server = new ServerManager(context, log, status, tracker, (title, md) => memory.show(title, md));
+  const server = new ServerManager(context, log, status, tracker, (title, md) => memory.show(title, md), secretValues);
   manager = server;
   status.setTarget(vscode.workspace.getConfiguration(SECTION).get<string>('target') ?? 'local');
   const restarts = new Debouncer(500, (reasons) => void server.restart(`${reasons.join(', ')} changed`));

@@ -134,3 +134,26 @@ export async function setApiKey(
   log(`Stored the API key for ${name} in VS Code SecretStorage.`);
   return { action: 'stored', name };
 }
+
+/**
+ * Wraps a log/output channel so that every string argument of every method call (append,
+ * appendLine, info, warn, error, trace, replace...) has the current secrets replaced by `***`.
+ * Guards against a server or library that echoes its environment into the log.
+ */
+export function redactingChannel<T extends object>(channel: T, secrets: () => Iterable<string>): T {
+  return new Proxy(channel, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (typeof value !== 'function') {
+        return value;
+      }
+      return (...args: unknown[]) => {
+        const known = [...secrets()];
+        return value.apply(
+          target,
+          args.map((a) => (typeof a === 'string' && known.length ? redact(a, known) : a)),
+        );
+      };
+    },
+  });
+}

@@ -50,6 +50,8 @@ export class ServerManager implements vscode.Disposable {
     private readonly status: StatusBar,
     readonly tracker: JobTracker,
     private readonly showMarkdown: MarkdownViewer,
+    /** Key values handed to the server; `log` (a redactingChannel) hides them. */
+    private readonly secretValues: Set<string>,
   ) {
     this.progress = new ProgressNotifications(
       tracker,
@@ -181,6 +183,13 @@ export class ServerManager implements vscode.Disposable {
 
     const config = vscode.workspace.getConfiguration(SECTION, folder?.uri);
     const { env: keys, sources } = await secretEnv(this.context.secrets, apiKeyEnvNames(config), process.env);
+    this.secretValues.clear();
+    for (const [name, source] of Object.entries(sources)) {
+      const value = source === 'secret-storage' ? keys[name] : process.env[name];
+      if (value) {
+        this.secretValues.add(value);
+      }
+    }
     for (const line of describeKeySources(sources)) {
       this.log.info(line);
     }

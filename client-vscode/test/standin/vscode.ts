@@ -1,0 +1,248 @@
+/**
+ * TEST DOUBLE: a small stand-in for the `vscode` module (VS Code cannot be downloaded on the
+ * test machines). esbuild aliases `vscode` to this file when it bundles the unit tests. It
+ * implements only what the modules under test call, records what they did in `standin`, and
+ * serves configuration defaults from package.json like VS Code does.
+ */
+import * as pkg from '../../package.json';
+
+type Listener<T> = (e: T) => void;
+
+export class EventEmitter<T> {
+  private listeners = new Set<Listener<T>>();
+  event = (listener: Listener<T>) => {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  };
+  fire(value: T): void {
+    for (const l of [...this.listeners]) {
+      l(value);
+    }
+  }
+  dispose(): void {
+    this.listeners.clear();
+  }
+}
+
+export class Uri {
+  private constructor(
+    readonly scheme: string,
+    readonly path: string,
+  ) {}
+  get fsPath(): string {
+    return this.path;
+  }
+  static file(path: string): Uri {
+    return new Uri('file', path);
+  }
+  static parse(value: string): Uri {
+    const m = /^([a-z][\w+.-]*):(?:\/\/)?(.*)$/i.exec(value);
+    return m ? new Uri(m[1], decodeURIComponent(m[2])) : new Uri('file', value);
+  }
+  static from(c: { scheme: string; path: string }): Uri {
+    return new Uri(c.scheme, c.path);
+  }
+  toString(): string {
+    return `${this.scheme}://${this.path}`;
+  }
+}
+
+export class ThemeColor {
+  constructor(readonly id: string) {}
+}
+
+export enum StatusBarAlignment {
+  Left = 1,
+  Right = 2,
+}
+
+export enum ProgressLocation {
+  SourceControl = 1,
+  Window = 10,
+  Notification = 15,
+}
+
+/** One window.withProgress call as recorded by the stand-in. */
+export interface ProgressCall {
+  options: { location: ProgressLocation; title?: string; cancellable?: boolean };
+  reports: { message?: string; increment?: number }[];
+  cancel(): void;
+  done: boolean;
+}
+
+export interface FakeStatusBarItem {
+  id: string;
+  text: string;
+  tooltip?: string;
+  command?: string;
+  name?: string;
+  backgroundColor?: ThemeColor;
+  visible: boolean;
+  disposed: boolean;
+  show(): void;
+  hide(): void;
+  dispose(): void;
+}
+
+const defaults: Record<string, unknown> = {};
+for (const [key, prop] of Object.entries(pkg.contributes.configuration.properties as Record<string, { default?: unknown }>)) {
+  defaults[key] = prop.default;
+}
+
+/** What the code under test did, and knobs the tests set. */
+export const standin = {
+  /** User settings by full key (`accelopt.search.beamWidth`); unset keys give package.json defaults. */
+  settings: new Map<string, unknown>(),
+  /** Every WorkspaceConfiguration.update call. */
+  configUpdates: [] as { key: string; value: unknown }[],
+  /** Installed extensions by id. */
+  extensions: new Map<string, unknown>(),
+  statusItems: [] as FakeStatusBarItem[],
+  progress: [] as ProgressCall[],
+  messages: [] as { severity: string; text: string }[],
+  logLines: [] as string[],
+  workspaceFolders: undefined as { uri: Uri; name: string; index: number }[] | undefined,
+  reset(): void {
+    this.settings.clear();
+    this.configUpdates.length = 0;
+    this.extensions.clear();
+    this.statusItems.length = 0;
+    this.progress.length = 0;
+    this.messages.length = 0;
+    this.logLines.length = 0;
+    this.workspaceFolders = undefined;
+  },
+};
+
+function lookup(full: string): unknown {
+  if (standin.settings.has(full)) {
+    return standin.settings.get(full);
+  }
+  if (full in defaults) {
+    return defaults[full];
+  }
+  // A section prefix: the nested object of everything below it, as VS Code returns.
+  const out: Record<string, unknown> = {};
+  let found = false;
+  const keys = new Set([...Object.keys(defaults), ...standin.settings.keys()]);
+  for (const key of keys) {
+    if (key.startsWith(`${full}.`)) {
+      found = true;
+      const parts = key.slice(full.length + 1).split('.');
+      let node = out;
+      for (const p of parts.slice(0, -1)) {
+        node[p] = (node[p] as Record<string, unknown>) ?? {};
+        node = node[p] as Record<string, unknown>;
+      }
+      node[parts[parts.length - 1]] = lookup(key);
+    }
+  }
+  return found ? out : undefined;
+}
+
+export const workspace = {
+  getConfiguration(section?: string) {
+    const prefix = section ? `${section}.` : '';
+    return {
+      get<T>(key: string, fallback?: T): T | undefined {
+        const value = lookup(prefix + key) as T | undefined;
+        return value === undefined ? fallback : value;
+      },
+      has(key: string): boolean {
+        return lookup(prefix + key) !== undefined;
+      },
+      async update(key: string, value: unknown): Promise<void> {
+        standin.configUpdates.push({ key: prefix + key, value });
+        standin.settings.set(prefix + key, value);
+      },
+    };
+  },
+  get workspaceFolders() {
+    return standin.workspaceFolders;
+  },
+  getWorkspaceFolder(uri: Uri) {
+    return standin.workspaceFolders?.find((f) => uri.path.startsWith(f.uri.path));
+  },
+};
+
+export const extensions = {
+  getExtension(id: string) {
+    return standin.extensions.get(id);
+  },
+};
+
+function record(severity: string) {
+  return async (text: string): Promise<undefined> => {
+    standin.messages.push({ severity, text });
+    return undefined;
+  };
+}
+
+export const window = {
+  createStatusBarItem(id: string): FakeStatusBarItem {
+    const item: FakeStatusBarItem = {
+      id,
+      text: '',
+      visible: false,
+      disposed: false,
+      show() {
+        item.visible = true;
+      },
+      hide() {
+        item.visible = false;
+      },
+      dispose() {
+        item.disposed = true;
+      },
+    };
+    standin.statusItems.push(item);
+    return item;
+  },
+  withProgress<R>(
+    options: ProgressCall['options'],
+    task: (
+      progress: { report(v: { message?: string; increment?: number }): void },
+      token: { isCancellationRequested: boolean; onCancellationRequested: (l: () => void) => { dispose(): void } },
+    ) => Promise<R>,
+  ): Promise<R> {
+    const cancelled = new EventEmitter<void>();
+    const token = {
+      isCancellationRequested: false,
+      onCancellationRequested: (l: () => void) => cancelled.event(l),
+    };
+    const call: ProgressCall = {
+      options,
+      reports: [],
+      done: false,
+      cancel() {
+        token.isCancellationRequested = true;
+        cancelled.fire();
+      },
+    };
+    standin.progress.push(call);
+    const result = task({ report: (v) => call.reports.push(v) }, token);
+    void result.then(() => {
+      call.done = true;
+    });
+    return result;
+  },
+  createOutputChannel(name: string) {
+    const line = (level: string) => (text: string) => standin.logLines.push(`[${level}] ${text}`);
+    return {
+      name,
+      info: line('info'),
+      warn: line('warn'),
+      error: line('error'),
+      debug: line('debug'),
+      trace: line('trace'),
+      append: (text: string) => standin.logLines.push(text),
+      appendLine: (text: string) => standin.logLines.push(text),
+      show() {},
+      dispose() {},
+    };
+  },
+  showInformationMessage: record('info'),
+  showWarningMessage: record('warning'),
+  showErrorMessage: record('error'),
+  activeTextEditor: undefined,
+};
