@@ -1,0 +1,172 @@
+"""The ``local`` target: each evaluation is a worker subprocess on this machine.
+
+The worker runs exactly as on remote targets: ``[sys.executable, "-c", BOOTSTRAP]`` with the
+worker source and the request on stdin (:mod:`accelopt_core.targets.shipping`). Processes are
+started with :func:`asyncio.create_subprocess_exec` in their own session, so the event loop never
+blocks and a cancelled evaluation takes its whole process group down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from importlib import metadata
+
+from accelopt_core.results import EvalRequest, EvalResult
+from accelopt_core.settings import Settings
+from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
+
+#: Seconds a cancelled or timed-out worker gets between SIGTERM and SIGKILL.
+_TERM_GRACE_S = 0.3
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def discover_gpus() -> list[str]:
+    """Names of the CUDA GPUs this process may use, without initialising CUDA here.
+
+    ``CUDA_VISIBLE_DEVICES`` restricts the list (empty or ``-1``: none); the names come from
+    ``nvidia-smi -L`` (no nvidia-smi: no GPUs). Blocking, ~0.1 s; called once per target.
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return []
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    names = []
+    for line in out.splitlines():
+        if line.startswith("GPU ") and ":" in line:
+            names.append(line.split(":", 1)[1].split("(UUID")[0].strip())
+    if visible is not None:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        if all(i.isdigit() for i in ids):
+            names = [names[int(i)] for i in ids if int(i) < len(names)]
+        else:  # UUIDs / MIG ids: count only
+            names = names[: len(ids)]
+    return names
+
+
+class LocalTarget:
+    """Evaluates candidates in worker subprocesses on this machine.
+
+    Capacity: one evaluation per visible CUDA GPU (each pinned to its own device), else
+    ``settings.evaluation.cpu_slots`` concurrent Triton-interpreter evaluations.
+
+    Attributes:
+        name: ``"local"``.
+        devices: device indices handed out (``["0", "1"]``), or empty on CPU.
+        active_pids: pids of the running worker supervisors (for diagnostics and tests).
+    """
+
+    name = "local"
+
+    def __init__(self, settings: Settings, python: str | None = None) -> None:
+        self._settings = settings
+        self._python = python or sys.executable
+        gpus = discover_gpus()
+        self.device_names = gpus
+        self.devices: list[str] = [str(i) for i in range(len(gpus))]
+        self._free: list[str] = list(self.devices)
+        self._capacity = len(gpus) or settings.evaluation.cpu_slots
+        self._sem = asyncio.Semaphore(self._capacity)
+        names = ",".join(sorted(set(gpus))) or "cpu"
+        self._fingerprint = f"local:{names}:torch-{_version('torch')}:triton-{_version('triton')}"
+        self.active_pids: set[int] = set()
+        self._closed = False
+
+    @property
+    def fingerprint(self) -> str:
+        """``local:<device names>:torch-X:triton-Y`` (package versions from metadata)."""
+        return self._fingerprint
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    async def evaluate(self, request: EvalRequest) -> EvalResult:
+        """Run one request in a fresh worker; never raises for a bad candidate.
+
+        ``eval_s`` of the result is the wall time including process start. An outer timeout
+        (``timeout_s + 10 s + 10 %``) kills the worker as a last resort (status ``timeout``).
+        Cancelling the awaiting task kills the worker's process group and frees the slot.
+        """
+        async with self._sem:
+            device = self._free.pop(0) if self._free else None
+            try:
+                if device is not None:
+                    request = dataclasses.replace(request, device=device)
+                return await self._run(request)
+            finally:
+                if device is not None:
+                    self._free.append(device)
+
+    async def _run(self, request: EvalRequest) -> EvalResult:
+        start = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *worker_argv(self._python),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return EvalResult.failure(
+                "runtime_error", f"cannot start the worker ({self._python}): {exc}", eval_s=0.0
+            )
+        self.active_pids.add(proc.pid)
+        outer = request.timeout_s * 1.1 + 10.0
+        try:
+            stdout, stderr = await asyncio.wait_for(
+                proc.communicate(encode_stdin(request)), timeout=outer
+            )
+        except asyncio.TimeoutError:
+            await self._kill(proc)
+            return EvalResult.failure(
+                "timeout",
+                f"the worker gave no result within {outer:.0f} s and was killed",
+                eval_s=time.monotonic() - start,
+            )
+        except BaseException:  # cancelled: take the worker's process group down, then re-raise
+            await asyncio.shield(self._kill(proc))
+            raise
+        finally:
+            self.active_pids.discard(proc.pid)
+        result = decode_result(stdout, stderr, proc.returncode)
+        result.eval_s = time.monotonic() - start
+        return result
+
+    @staticmethod
+    async def _kill(proc: asyncio.subprocess.Process) -> None:
+        """SIGTERM the worker's group (the supervisor kills its child's group), then SIGKILL."""
+        if proc.returncode is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=wait)
+                return
+            except asyncio.TimeoutError:
+                continue
+
+    async def close(self) -> None:
+        """Nothing persistent to release (each evaluation owns its process). Idempotent."""
+        self._closed = True
