@@ -401,3 +401,15 @@ def test_bad_request_still_gets_one_result_line():
     )
     result = decode_result(proc.stdout, proc.stderr, proc.returncode)
     assert result.status == "runtime_error" and "bad request" in result.message
+
+
+def test_probe_reports_devices_and_versions():
+    proc = subprocess.run(
+        worker_argv(sys.executable),
+        input=encode_stdin({"probe": True}),
+        capture_output=True,
+        timeout=120,
+    )
+    data = worker.parse_result_line(proc.stdout)
+    assert data["status"] == "ok" and data["devices"] == ["cpu"]
+    assert data["timing"] == "interpreter" and "torch" in data["versions"]
