@@ -1,0 +1,277 @@
+"""Real remote endpoints on loopback for the SSH and Ray target tests.
+
+- :class:`LoopbackSSHD` / the ``sshd`` fixture: Debian's OpenSSH server (``/usr/sbin/sshd``)
+  started as ``sshd -D -e -f <tmp>/sshd_config -p <free port>``, listening on 127.0.0.1 only,
+  with a throwaway ed25519 host key, a throwaway ed25519 user key in a temporary
+  ``authorized_keys`` and its own ``known_hosts`` line (``[127.0.0.1]:PORT <hostkey>``).
+  Password and keyboard-interactive authentication are off. It logs in the current user
+  (root here: ``PermitRootLogin prohibit-password``). It can be killed and restarted on the
+  same port (:meth:`LoopbackSSHD.stop` / :meth:`LoopbackSSHD.start`) to test reconnection.
+- :class:`LoopbackRayHead` / the ``ray_head`` fixture: a CPU-only Ray head on 127.0.0.1
+  (``ray start --head ... --num-cpus 2``) with a Ray client server port, stopped at teardown.
+
+No test double here: these are the real servers. Tests using them skip (with the reason) when
+the binary is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+SSHD = "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout_s: float = 10.0) -> bool:
+    """True once something accepts TCP connections on 127.0.0.1:port, False after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+@dataclass
+class LoopbackSSHD:
+    """One OpenSSH server on 127.0.0.1 with throwaway keys under ``root``.
+
+    Attributes:
+        root: temporary directory holding the config, keys, known_hosts and pid file.
+        port: TCP port it listens on (fixed across restarts).
+        user: the login user (the current user).
+        identity_file: the client's private key.
+        known_hosts: a known_hosts file that trusts this server's host key.
+        empty_known_hosts: a known_hosts file that trusts nothing (for the refusal test).
+    """
+
+    root: Path
+    port: int = field(default_factory=free_port)
+    user: str = field(default_factory=getpass.getuser)
+    proc: subprocess.Popen | None = None
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        host_key = self.root / "host_ed25519"
+        user_key = self.root / "id_ed25519"
+        for key in (host_key, user_key):
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                check=True,
+                capture_output=True,
+            )
+        self.identity_file = user_key
+        (self.root / "authorized_keys").write_text((self.root / "id_ed25519.pub").read_text())
+        host_pub = (self.root / "host_ed25519.pub").read_text().split()
+        self.known_hosts = self.root / "known_hosts"
+        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {host_pub[0]} {host_pub[1]}\n")
+        self.empty_known_hosts = self.root / "known_hosts_empty"
+        self.empty_known_hosts.write_text("")
+        self.config = self.root / "sshd_config"
+        self.config.write_text(
+            "\n".join(
+                [
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {host_key}",
+                    f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
+                    f"PidFile {self.root / 'sshd.pid'}",
+                    "StrictModes no",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "PubkeyAuthentication yes",
+                    "UsePAM no",
+                    "PermitRootLogin prohibit-password",
+                    "MaxSessions 32",
+                    "MaxStartups 32",
+                    "LogLevel ERROR",
+                    "",
+                ]
+            )
+        )
+        # privilege separation directory
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        """The target spec, ``ssh://user@127.0.0.1:PORT``."""
+        return f"ssh://{self.user}@127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start sshd (again) on :attr:`port`; waits until it accepts connections."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        # sshd re-execs itself and insists on an absolute path
+        self.proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(self.config), "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.root / "sshd.log", "ab"),  # noqa: SIM115
+            start_new_session=True,
+        )
+        if not wait_port(self.port):
+            self.stop()
+            log = (self.root / "sshd.log").read_text(errors="replace")
+            raise RuntimeError(f"sshd did not start on port {self.port}: {log[-2000:]}")
+
+    def stop(self) -> None:
+        """Kill sshd: the listener and every per-connection sshd process below it, as a
+        crashed server or a dropped network would. The session's own processes (the remote
+        agents) are left to notice the closed channel themselves."""
+        if self.proc is None:
+            return
+        doomed = [p for p in process_tree(self.proc.pid) if _comm(p) == "sshd"]
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and all its live descendants (Linux /proc parent links)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def processes_matching(marker: str) -> list[int]:
+    """PIDs of live processes whose command line or environment mentions ``marker`` (used to
+    check that no candidate survives). Zombies are ignored."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            status = (entry / "stat").read_text()
+            if status.rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            blob = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in blob:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[LoopbackSSHD]:
+    """A running loopback OpenSSH server (see :class:`LoopbackSSHD`); killed at teardown."""
+    if not Path(SSHD).exists() or shutil.which("ssh-keygen") is None:
+        pytest.skip("openssh-server (/usr/sbin/sshd, ssh-keygen) is not installed")
+    server = LoopbackSSHD(tmp_path / "sshd")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@dataclass
+class LoopbackRayHead:
+    """A CPU-only Ray head on 127.0.0.1 (GCS port and Ray client server port).
+
+    Attributes:
+        port: GCS port (``ray start --port``).
+        client_port: Ray client server port; the target spec is ``ray://127.0.0.1:client_port``.
+        num_cpus: CPUs the head advertises.
+    """
+
+    root: Path
+    num_cpus: int = 2
+    port: int = field(default_factory=free_port)
+    client_port: int = field(default_factory=free_port)
+
+    @property
+    def url(self) -> str:
+        return f"ray://127.0.0.1:{self.client_port}"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        env.pop("RAY_ADDRESS", None)
+        return env
+
+    def start(self) -> None:
+        ray = str(Path(sys.executable).with_name("ray"))
+        if not Path(ray).exists():
+            ray = shutil.which("ray") or "ray"
+        cmd = [
+            ray,
+            "start",
+            "--head",
+            "--node-ip-address=127.0.0.1",
+            f"--port={self.port}",
+            f"--ray-client-server-port={self.client_port}",
+            f"--num-cpus={self.num_cpus}",
+            "--num-gpus=0",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            f"--object-store-memory={200 * 1024 * 1024}",
+            f"--temp-dir={self.root}",
+        ]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=180)
+        if done.returncode != 0:
+            raise RuntimeError(f"ray start failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+        if not wait_port(self.client_port, timeout_s=60):
+            self.stop()
+            raise RuntimeError("the Ray client server did not come up")
+
+    def stop(self) -> None:
+        """Stop this head. ``ray stop`` stops every Ray process of this machine; no other
+        part of the test suite runs Ray."""
+        ray = shutil.which("ray") or "ray"
+        subprocess.run([ray, "stop", "--force"], capture_output=True, env=self._env(), timeout=120)
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackRayHead]:
+    """A running loopback Ray head (module scope: starting Ray takes seconds)."""
+    pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'accelopt[ray]'")
+    # Ray's socket paths must stay short (AF_UNIX limit of 107 bytes)
+    root = Path(f"/tmp/ray_{os.getpid()}_{free_port()}")
+    head = LoopbackRayHead(root)
+    head.start()
+    try:
+        yield head
+    finally:
+        head.stop()
+        shutil.rmtree(root, ignore_errors=True)
