@@ -56,7 +56,9 @@ async function resolveKernel(uriArg: unknown, kernelArg: unknown, required: bool
       return { uri };
     }
     void vscode.window.showWarningMessage(
-      'AccelOpt: no kernel found in this file. The server marks each @triton.jit / @nki.jit kernel it finds with a code lens.',
+      'AccelOpt: no kernel to act on in this file. The server puts Profile / Optimize code lenses above each ' +
+        '@triton.jit / @nki.jit kernel of a file with a benchmark harness (a kernel without one offers a code ' +
+        'action to insert it); a kernel that is being optimized shows Cancel instead.',
     );
     return undefined;
   }

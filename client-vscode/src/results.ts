@@ -36,7 +36,11 @@ export function describeResult(command: string, args: unknown[], result: unknown
     case 'accelopt.cancel':
       return r.cancelled === true
         ? { kind: 'message', severity: 'info', text: 'AccelOpt: search cancelled.' }
-        : { kind: 'message', severity: 'warning', text: 'AccelOpt: nothing to cancel (the search already ended).' };
+        : {
+            kind: 'message',
+            severity: 'warning',
+            text: `AccelOpt: nothing to cancel${typeof r.message === 'string' ? ` (${r.message})` : ' (the search already ended)'}.`,
+          };
     case 'accelopt.profile': {
       const kernels = obj(r.kernels);
       const names = Object.keys(kernels);
@@ -52,7 +56,8 @@ export function describeResult(command: string, args: unknown[], result: unknown
         if (typeof k.summary === 'string' && k.summary) {
           return `${name}: ${k.summary}`;
         }
-        const latency = typeof k.latencyMs === 'number' ? ` ${formatMs(k.latencyMs)}` : '';
+        const ms = typeof k.latencyMs === 'number' ? k.latencyMs : k.latency_ms;
+        const latency = typeof ms === 'number' ? ` ${formatMs(ms)}` : '';
         return `${name}: ${String(k.status ?? 'unknown')}${latency}`;
       });
       return { kind: 'message', severity: failed ? 'warning' : 'info', text: `AccelOpt: ${parts.join('; ')}` };

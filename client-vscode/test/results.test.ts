@@ -35,9 +35,14 @@ test('command results become messages of the right severity', () => {
     severity: 'warning',
     text: 'AccelOpt: the search did not start: no harness in this file',
   });
-  assert.equal(describeResult('accelopt.cancel', ['j1'], { cancelled: false })?.kind, 'message');
+  assert.deepEqual(describeResult('accelopt.cancel', ['j1'], { cancelled: false, message: 'j1 already finished' }), {
+    kind: 'message',
+    severity: 'warning',
+    text: 'AccelOpt: nothing to cancel (j1 already finished).',
+  });
+  assert.equal(describeResult('accelopt.cancel', ['j1'], { cancelled: true })?.kind, 'message');
   const profile = describeResult('accelopt.profile', ['u'], {
-    kernels: { a: { status: 'ok', latencyMs: 0.01234, summary: '' }, b: { status: 'compile_error' } },
+    kernels: { a: { status: 'ok', latency_ms: 0.01234, summary: '' }, b: { status: 'compile_error' } },
   });
   assert.deepEqual(profile, { kind: 'message', severity: 'warning', text: 'AccelOpt: a: ok 0.0123 ms; b: compile_error' });
   assert.deepEqual(describeResult('accelopt.profile', ['u'], { kernels: { a: { status: 'ok', summary: '1.23 ms · 41% of peak' } } }), {

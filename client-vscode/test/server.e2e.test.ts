@@ -2,18 +2,22 @@
  * End to end: starts the REAL AccelOpt server (python -m accelopt_server) with the command line
  * and environment the extension builds, and talks LSP to it over stdio with plain JSON-RPC
  * (vscode-languageserver-protocol, no VS Code): initialize -> the accelopt.* commands are
- * offered -> initialized -> accelopt.listJobs -> shutdown -> exit.
+ * offered -> initialized -> accelopt.listJobs -> didOpen a kernel file -> its code lenses name
+ * the kernel as the palette commands expect -> shutdown -> exit.
  * Skipped ONLY when the interpreter lacks the accelopt_server package.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { test } from 'node:test';
 import * as vscode from 'vscode';
 import {
+  CodeLensRequest,
   createProtocolConnection,
+  DidOpenTextDocumentNotification,
   ExecuteCommandRequest,
   ExitNotification,
   InitializedNotification,
@@ -23,9 +27,41 @@ import {
   StreamMessageWriter,
 } from 'vscode-languageserver-protocol/node';
 import { nestedSection, SECTION } from '../src/config';
+import { kernelAt, kernelsFromLenses } from '../src/kernels';
 import { chooseInterpreter } from '../src/interpreter';
 import { executableOptions, probeInterpreter, probeMessage, serverLaunch } from '../src/serverProcess';
 import { standin } from './standin/vscode';
+
+/** A kernel file with its benchmark harness (DESIGN.md); only parsed here, never run. */
+const KERNEL_FILE = `import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+    return out
+
+
+def get_inputs(seed: int, device: str) -> tuple:
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return (torch.randn(1024, generator=g).to(device),)
+
+
+def reference(x):
+    return x * 2.0
+
+
+BENCH = {"entry": scale}
+`;
 
 const COMMANDS = [
   'accelopt.optimize',
@@ -59,6 +95,7 @@ test('the real server starts from the extension command line and offers the acce
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
 
   const conn = createProtocolConnection(new StreamMessageReader(proc.stdout), new StreamMessageWriter(proc.stdin));
+  standin.settings.set('accelopt.profileOnSave', false);
   const config = vscode.workspace.getConfiguration(SECTION);
   const configRequests: unknown[] = [];
   conn.onRequest('workspace/configuration', (params: { items: { section?: string }[] }) => {
@@ -89,6 +126,22 @@ test('the real server starts from the extension command line and offers the acce
     await conn.sendNotification(InitializedNotification.type, {});
     const jobs = await conn.sendRequest(ExecuteCommandRequest.type, { command: 'accelopt.listJobs', arguments: [] });
     assert.deepEqual(jobs, [], 'a fresh server has no searches');
+
+    const file = join(memoryDir, 'scale.py');
+    writeFileSync(file, KERNEL_FILE);
+    const uri = pathToFileURL(file).toString();
+    await conn.sendNotification(DidOpenTextDocumentNotification.type, {
+      textDocument: { uri, languageId: 'python', version: 1, text: KERNEL_FILE },
+    });
+    const lenses = (await conn.sendRequest(CodeLensRequest.type, { textDocument: { uri } })) ?? [];
+    const kernels = kernelsFromLenses(lenses);
+    assert.deepEqual(
+      kernels.map((k) => [k.name, k.uri]),
+      [['scale_kernel', uri]],
+      `kernels from the server's code lenses: ${JSON.stringify(lenses)}`,
+    );
+    const launcherLine = KERNEL_FILE.split('\n').indexOf('def scale(x):');
+    assert.equal(kernelAt(kernels, launcherLine)?.name, 'scale_kernel');
     await conn.sendRequest(ShutdownRequest.type);
     await conn.sendNotification(ExitNotification.type);
     let timer: NodeJS.Timeout | undefined;
