@@ -121,10 +121,12 @@ def test_correct_candidate_is_timed_in_the_interpreter_and_leaves_no_files(tmp_p
     assert leftovers == []
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_other_correct_candidate(batch):
     assert batch["ok_block128"].status == "ok", batch["ok_block128"].message
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_stdout_noise_becomes_a_warning_not_the_result(batch):
     r = batch["prints"]
     assert r.status == "ok"
@@ -143,6 +145,7 @@ def test_syntax_error_is_a_compile_error_with_its_line():
     assert result.line == line_of(bad, "n = x.numel(")
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_triton_error_inside_the_kernel_is_a_compile_error_at_the_file_line(batch):
     r = batch["kernel_compile_error"]
     assert r.status == "compile_error", r.message
@@ -150,6 +153,7 @@ def test_triton_error_inside_the_kernel_is_a_compile_error_at_the_file_line(batc
     assert r.line == line_of(src("kernel_compile_error.py"), "tl.arange(0, 100)")
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_error_while_loading_the_candidate_is_a_compile_error(batch):
     r = batch["load_error"]
     assert r.status == "compile_error"
@@ -191,6 +195,7 @@ def test_hang_times_out_and_the_process_is_gone(tmp_path):
     assert not alive(child)
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_segfault_is_a_runtime_error_naming_the_signal(batch):
     r = batch["segfault"]
     assert r.status == "runtime_error"
@@ -198,12 +203,14 @@ def test_segfault_is_a_runtime_error_naming_the_signal(batch):
     assert r.line == line_of(src("segfault.py"), "ctypes.string_at(0)")
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_os_exit_is_a_runtime_error_naming_the_code(batch):
     r = batch["exit3"]
     assert r.status == "runtime_error"
     assert "exited with code 3" in r.message
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_unbounded_allocation_hits_the_memory_limit(batch):
     r = batch["alloc"]
     assert r.status == "runtime_error"
@@ -213,6 +220,7 @@ def test_unbounded_allocation_hits_the_memory_limit(batch):
 # --- wrong results -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_zeros_output_is_incorrect(batch):
     r = batch["zeros"]
     assert r.status == "incorrect"
@@ -220,12 +228,14 @@ def test_zeros_output_is_incorrect(batch):
     assert r.max_abs_error > 0
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_input_mutation_is_incorrect(batch):
     r = batch["mutates"]
     assert r.status == "incorrect"
     assert "mutated input #0" in r.message
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_wrong_shape_and_dtype_are_incorrect(batch):
     assert batch["wrong_shape"].status == "incorrect"
     assert "shape (2, 100)" in batch["wrong_shape"].message
@@ -233,6 +243,7 @@ def test_wrong_shape_and_dtype_are_incorrect(batch):
     assert "dtype float64" in batch["wrong_dtype"].message
 
 
+@pytest.mark.slow  # shares the module's batch of ~12 worker runs
 def test_nan_output_is_incorrect(batch):
     r = batch["nan"]
     assert r.status == "incorrect"
