@@ -12,7 +12,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { test } from 'node:test';
+import { test, TestContext } from 'node:test';
 import * as vscode from 'vscode';
 import {
   CodeLensRequest,
@@ -25,12 +25,15 @@ import {
   ShutdownRequest,
   StreamMessageReader,
   StreamMessageWriter,
+  WorkDoneProgressCancelNotification,
 } from 'vscode-languageserver-protocol/node';
 import { nestedSection, SECTION } from '../src/config';
+import { JobTracker, parseJobs, ProgressValue } from '../src/jobs';
 import { kernelAt, kernelsFromLenses } from '../src/kernels';
+import { ProgressNotifications } from '../src/progress';
 import { chooseInterpreter } from '../src/interpreter';
 import { executableOptions, probeInterpreter, probeMessage, serverLaunch } from '../src/serverProcess';
-import { standin } from './standin/vscode';
+import { ProgressLocation, standin } from './standin/vscode';
 
 /** A kernel file with its benchmark harness (DESIGN.md); only parsed here, never run. */
 const KERNEL_FILE = `import torch
@@ -73,8 +76,16 @@ const COMMANDS = [
   'accelopt.applyCandidate',
 ];
 
-test('the real server starts from the extension command line and offers the accelopt.* commands', { timeout: 120_000 }, async (t) => {
-  standin.reset();
+interface Running {
+  conn: ReturnType<typeof createProtocolConnection>;
+  exited: Promise<number | null>;
+  stderr: () => string;
+  dir: string;
+  stop(): void;
+}
+
+/** Starts the server as the extension does; undefined (after t.skip) when it is not installed. */
+async function startServer(t: TestContext): Promise<Running | undefined> {
   if (process.env.ACCELOPT_TEST_PYTHON) {
     standin.settings.set('accelopt.interpreter', [process.env.ACCELOPT_TEST_PYTHON]);
   }
@@ -82,58 +93,103 @@ test('the real server starts from the extension command line and offers the acce
   const probe = await probeInterpreter(choice.command);
   if (!probe.ok && probe.reason === 'missing-module') {
     t.skip(`${probeMessage(probe, choice.command)} (set ACCELOPT_TEST_PYTHON to pick another interpreter)`);
-    return;
+    return undefined;
   }
   assert.ok(probe.ok, `interpreter ${choice.command.join(' ')}: ${JSON.stringify(probe)}`);
-
-  const memoryDir = mkdtempSync(join(tmpdir(), 'accelopt-e2e-'));
-  const launch = serverLaunch(choice.command, { ...process.env, ACCELOPT_MEMORY_DIR: memoryDir });
+  const dir = mkdtempSync(join(tmpdir(), 'accelopt-e2e-'));
+  const launch = serverLaunch(choice.command, { ...process.env, ACCELOPT_MEMORY_DIR: dir });
   const exe = executableOptions(launch);
   const proc = spawn(exe.command, exe.args, { env: exe.options.env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (d) => (stderr += d.toString()));
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
-
   const conn = createProtocolConnection(new StreamMessageReader(proc.stdout), new StreamMessageWriter(proc.stdin));
-  standin.settings.set('accelopt.profileOnSave', false);
   const config = vscode.workspace.getConfiguration(SECTION);
-  const configRequests: unknown[] = [];
-  conn.onRequest('workspace/configuration', (params: { items: { section?: string }[] }) => {
-    configRequests.push(params);
-    return params.items.map((item) => (item.section === SECTION ? nestedSection(config) : null));
-  });
+  conn.onRequest('workspace/configuration', (params: { items: { section?: string }[] }) =>
+    params.items.map((item) => (item.section === SECTION ? nestedSection(config) : null)),
+  );
   conn.onRequest('window/workDoneProgress/create', () => null);
   conn.onRequest('client/registerCapability', () => null);
   conn.onRequest('client/unregisterCapability', () => null);
+  conn.onRequest('workspace/codeLens/refresh', () => null);
   conn.listen();
+  return {
+    conn,
+    exited,
+    dir,
+    stderr: () => stderr,
+    stop() {
+      conn.dispose();
+      if (proc.exitCode === null) {
+        proc.kill();
+      }
+    },
+  };
+}
 
+async function initialize(server: Running) {
+  const init = await server.conn.sendRequest(InitializeRequest.type, {
+    processId: process.pid,
+    rootUri: null,
+    workspaceFolders: null,
+    capabilities: {
+      workspace: { configuration: true, didChangeConfiguration: { dynamicRegistration: true } },
+      window: { workDoneProgress: true },
+      textDocument: { codeLens: {}, codeAction: { codeActionLiteralSupport: { codeActionKind: { valueSet: ['refactor.rewrite'] } } } },
+    },
+    initializationOptions: nestedSection(vscode.workspace.getConfiguration(SECTION)),
+  });
+  await server.conn.sendNotification(InitializedNotification.type, {});
+  return init;
+}
+
+async function openKernelFile(server: Running): Promise<string> {
+  const file = join(server.dir, 'scale.py');
+  writeFileSync(file, KERNEL_FILE);
+  const uri = pathToFileURL(file).toString();
+  await server.conn.sendNotification(DidOpenTextDocumentNotification.type, {
+    textDocument: { uri, languageId: 'python', version: 1, text: KERNEL_FILE },
+  });
+  return uri;
+}
+
+async function shutdown(server: Running): Promise<void> {
+  await server.conn.sendRequest(ShutdownRequest.type);
+  await server.conn.sendNotification(ExitNotification.type);
+  let timer: NodeJS.Timeout | undefined;
+  const code = await Promise.race([server.exited, new Promise<string>((r) => (timer = setTimeout(() => r('timeout'), 30_000)))]);
+  clearTimeout(timer);
+  assert.equal(code, 0, `server exit status (stderr: ${server.stderr().slice(-2000)})`);
+}
+
+async function until(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) {
+      assert.fail(`timed out waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test('the real server starts from the extension command line and offers the accelopt.* commands', { timeout: 120_000 }, async (t) => {
+  standin.reset();
+  standin.settings.set('accelopt.profileOnSave', false);
+  const server = await startServer(t);
+  if (!server) {
+    return;
+  }
   try {
-    const init = await conn.sendRequest(InitializeRequest.type, {
-      processId: process.pid,
-      rootUri: null,
-      workspaceFolders: null,
-      capabilities: {
-        workspace: { configuration: true, didChangeConfiguration: { dynamicRegistration: true } },
-        window: { workDoneProgress: true },
-        textDocument: { codeLens: {}, codeAction: { codeActionLiteralSupport: { codeActionKind: { valueSet: ['refactor.rewrite'] } } } },
-      },
-      initializationOptions: nestedSection(config),
-    });
+    const init = await initialize(server);
     const offered = init.capabilities.executeCommandProvider?.commands ?? [];
     for (const command of COMMANDS) {
       assert.ok(offered.includes(command), `server offers ${command} (offered: ${offered.join(', ')})`);
     }
-    await conn.sendNotification(InitializedNotification.type, {});
-    const jobs = await conn.sendRequest(ExecuteCommandRequest.type, { command: 'accelopt.listJobs', arguments: [] });
+    const jobs = await server.conn.sendRequest(ExecuteCommandRequest.type, { command: 'accelopt.listJobs', arguments: [] });
     assert.deepEqual(jobs, [], 'a fresh server has no searches');
 
-    const file = join(memoryDir, 'scale.py');
-    writeFileSync(file, KERNEL_FILE);
-    const uri = pathToFileURL(file).toString();
-    await conn.sendNotification(DidOpenTextDocumentNotification.type, {
-      textDocument: { uri, languageId: 'python', version: 1, text: KERNEL_FILE },
-    });
-    const lenses = (await conn.sendRequest(CodeLensRequest.type, { textDocument: { uri } })) ?? [];
+    const uri = await openKernelFile(server);
+    const lenses = (await server.conn.sendRequest(CodeLensRequest.type, { textDocument: { uri } })) ?? [];
     const kernels = kernelsFromLenses(lenses);
     assert.deepEqual(
       kernels.map((k) => [k.name, k.uri]),
@@ -142,16 +198,62 @@ test('the real server starts from the extension command line and offers the acce
     );
     const launcherLine = KERNEL_FILE.split('\n').indexOf('def scale(x):');
     assert.equal(kernelAt(kernels, launcherLine)?.name, 'scale_kernel');
-    await conn.sendRequest(ShutdownRequest.type);
-    await conn.sendNotification(ExitNotification.type);
-    let timer: NodeJS.Timeout | undefined;
-    const code = await Promise.race([exited, new Promise<string>((r) => (timer = setTimeout(() => r('timeout'), 30_000)))]);
-    clearTimeout(timer);
-    assert.equal(code, 0, `server exit status (stderr: ${stderr.slice(-2000)})`);
+    await shutdown(server);
   } finally {
-    conn.dispose();
-    if (proc.exitCode === null) {
-      proc.kill();
-    }
+    server.stop();
   }
 });
+
+test(
+  "a real search's progress becomes a cancellable notification, and Cancel stops the search on the server",
+  { timeout: 240_000 },
+  async (t) => {
+    standin.reset();
+    standin.settings.set('accelopt.profileOnSave', false);
+    standin.settings.set('accelopt.search.iterations', 1);
+    standin.settings.set('accelopt.search.beamWidth', 1);
+    standin.settings.set('accelopt.search.plansPerCandidate', 1);
+    standin.settings.set('accelopt.evaluation.seeds', 1);
+    const server = await startServer(t);
+    if (!server) {
+      return;
+    }
+    try {
+      await initialize(server);
+      const tracker = new JobTracker();
+      const progress = new ProgressNotifications(tracker, (token) =>
+        void server.conn.sendNotification(WorkDoneProgressCancelNotification.type, { token }),
+      );
+      server.conn.onNotification('$/progress', (p: { token: string | number; value: ProgressValue }) =>
+        progress.handle(p.token, p.value, () => undefined),
+      );
+      const uri = await openKernelFile(server);
+      const started = (await server.conn.sendRequest(ExecuteCommandRequest.type, {
+        command: 'accelopt.optimize',
+        arguments: [uri, 'scale_kernel'],
+      })) as { jobId: string; started: boolean; message?: string };
+      assert.equal(started.started, true, `optimize refused: ${started.message}`);
+
+      await until('the search notification', () => standin.progress.length > 0, 60_000);
+      const note = standin.progress[0];
+      assert.equal(note.options.title, 'AccelOpt: optimizing scale_kernel');
+      assert.equal(note.options.cancellable, true);
+      assert.equal(note.options.location, ProgressLocation.Notification);
+      assert.equal(tracker.list().length, 1, 'the status bar sees the running search');
+
+      note.cancel();
+      await until('the end of the cancelled search', () => note.done, 120_000);
+      assert.deepEqual(tracker.list(), []);
+      const jobs = parseJobs(
+        await server.conn.sendRequest(ExecuteCommandRequest.type, { command: 'accelopt.listJobs', arguments: [] }),
+      );
+      assert.deepEqual(
+        jobs.map((j) => [j.jobId, j.state]),
+        [[started.jobId, 'cancelled']],
+      );
+      await shutdown(server);
+    } finally {
+      server.stop();
+    }
+  },
+);
