@@ -294,10 +294,10 @@ async def _profile(args: argparse.Namespace, out: Console, err: Console) -> int:
     else:
         out.print(f"[bold]{args.path}[/]: {result.summary()}")
         if result.ok and result.p20_ms is not None:
-            out.print(
-                f"latency median {result.latency_ms:.4g} ms (p20 {result.p20_ms:.4g}, p80 {result.p80_ms:.4g})"
-                f" · {result.gbps or 0:.1f} GB/s · {result.tflops or 0:.3f} TFLOP/s · device {result.device}"
-            )
+            line = f"latency median {result.latency_ms:.4g} ms (p20 {result.p20_ms:.4g}, p80 {result.p80_ms:.4g})"
+            if result.timing != "interpreter" and result.gbps is not None:
+                line += f" · {result.gbps:.1f} GB/s · {result.tflops or 0:.3f} TFLOP/s"
+            out.print(f"{line} · device {result.device} · timing {result.timing}")
         for warning in result.warnings:
             err.print(f"[yellow]warning:[/] {warning}")
     return 0 if result.ok else 1

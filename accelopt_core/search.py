@@ -248,6 +248,17 @@ class SearchFinished:
 SearchEvent = SearchStarted | IterationStarted | CandidateEvaluated | NewBest | SearchFinished
 
 
+def is_faster(fast: Candidate, slow: Candidate, margin: float) -> bool:
+    """The noise rule: ``fast`` beats ``slow`` only if both are correct and timed, its median is
+    below ``(1 - margin)`` x the other's, and (when both carry p20/p80) its p80 is below the other's
+    p20, so the two timing spreads do not overlap."""
+    a, b = fast.latency_ms, slow.latency_ms
+    if a is None or b is None or a >= b * (1 - margin):
+        return False
+    p80, p20 = fast.result.p80_ms, slow.result.p20_ms
+    return p80 is None or p20 is None or p80 < p20
+
+
 def select_beam(
     beam: list[Candidate],
     children: list[Candidate],
@@ -257,8 +268,8 @@ def select_beam(
 ) -> tuple[list[Candidate], list[Candidate], list[tuple[Candidate, Candidate]]]:
     """The elitist selection rule of the beam (pure function).
 
-    A child is an improvement when it is correct and its latency is below ``(1 - margin)`` x its
-    parent's; it is a regression when it is correct and above ``(1 + margin)`` x. The new beam is
+    A child is an improvement when it :func:`is_faster` than its parent; it is a regression when
+    its parent :func:`is_faster` than it. The new beam is
     the ``width`` fastest of the old beam and the improvements (a parent keeps its measured latency,
     so it stays unless beaten); ties keep the earlier candidate.
 
@@ -276,9 +287,9 @@ def select_beam(
         parent = known.get(child.parent_id or "")
         if parent is None or parent.latency_ms is None or child.latency_ms is None:
             continue
-        if child.latency_ms < parent.latency_ms * (1 - margin):
+        if is_faster(child, parent, margin):
             improved.append(child)
-        elif child.latency_ms > parent.latency_ms * (1 + margin):
+        elif is_faster(parent, child, margin):
             regressions.append((parent, child))
     pool: dict[str, Candidate] = {}
     for cand in [*beam, *improved]:
@@ -292,16 +303,10 @@ def select_beam(
 def rank_verified(candidates: Any, baseline: Candidate, margin: float) -> list[Candidate]:
     """The report's ranking (pure function): candidates that are correct, re-timed and faster than
     the baseline past the noise margin, fastest first, with ``rank`` set to 1, 2, ..."""
-    base = baseline.latency_ms
     verified = [
         c
         for c in candidates
-        if c.parent_id is not None
-        and c.result.ok
-        and c.retimed
-        and c.latency_ms is not None
-        and base is not None
-        and c.latency_ms < base * (1 - margin)
+        if c.parent_id is not None and c.retimed and is_faster(c, baseline, margin)
     ]
     verified.sort(key=lambda c: c.latency_ms or 0.0)
     for rank, cand in enumerate(verified, start=1):
@@ -618,9 +623,9 @@ class BeamSearch:
         if parent is not None and parent.latency_ms and cand.latency_ms:
             if parent.parent_id is not None and parent.id in self._retimes:
                 await asyncio.shield(self._retimes[parent.id])
-            if cand.latency_ms < parent.latency_ms * (1 - margin):
+            if is_faster(cand, parent, margin):
                 best = self._best
-                if best is None or cand.latency_ms < (best.latency_ms or 0) * (1 - margin):
+                if best is None or is_faster(cand, best, margin):
                     self._best = cand
                     self._emit(NewBest(cand, cand.speedup or 1.0))
                 self._spawn(self._remember(parent, cand, positive=True))

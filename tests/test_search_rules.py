@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from accelopt_core.results import EvalResult
-from accelopt_core.search import Candidate, candidate_id, rank_verified, select_beam
+from accelopt_core.search import Candidate, candidate_id, is_faster, rank_verified, select_beam
 
 
-def cand(cid: str, latency: float | None, parent: str | None = "base", retimed: bool = True) -> Candidate:
+def cand(
+    cid: str, latency: float | None, parent: str | None = "base", retimed: bool = True
+) -> Candidate:
     result = (
         EvalResult(status="ok", latency_ms=latency, timing="interpreter")
         if latency is not None
@@ -75,3 +77,23 @@ def test_candidate_id_ignores_comments_and_formatting() -> None:
     other = "def f(x):\n    return x + 2\n"
     assert candidate_id(one) == candidate_id(two)
     assert candidate_id(one) != candidate_id(other)
+
+
+def spread(
+    cid: str, median: float, p20: float, p80: float, parent: str | None = "base"
+) -> Candidate:
+    result = EvalResult(status="ok", latency_ms=median, p20_ms=p20, p80_ms=p80, timing="cuda")
+    return Candidate(cid, f"# {cid}", parent, cid, "", result, 1, retimed=True)
+
+
+def test_overlapping_timing_spreads_are_noise_not_speedup() -> None:
+    parent = spread("base", 10.0, 9.0, 11.0, parent=None)
+    noisy = spread("noisy", 9.0, 8.0, 9.5)  # 10% faster median, but p80 9.5 >= parent p20 9.0
+    clean = spread("clean", 8.0, 7.9, 8.1)
+    assert not is_faster(noisy, parent, 0.03)
+    assert is_faster(clean, parent, 0.03)
+    assert not is_faster(parent, clean, 0.03)
+    beam, improved, regressions = select_beam([parent], [noisy, clean], {"base": parent}, 3, 0.03)
+    assert [c.id for c in improved] == ["clean"]
+    assert regressions == []  # noisy is neither faster nor clearly slower
+    assert [c.id for c in rank_verified([parent, noisy, clean], parent, 0.03)] == ["clean"]
