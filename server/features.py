@@ -91,8 +91,12 @@ class Features:
         self.jobs = JobManager(self.adapter.capacity)
         self.log_handler = LspLogHandler(self._send_log, self.redact)
         self._lens_refresh: asyncio.TimerHandle | None = None
-        logging.getLogger(LOGGER_NAME).addHandler(self.log_handler)
-        logging.getLogger(LOGGER_NAME).propagate = False
+        root = logging.getLogger(LOGGER_NAME)
+        root.addHandler(self.log_handler)
+        root.propagate = False
+        stderr = logging.StreamHandler()  # tracebacks of unexpected errors, for bug reports
+        stderr.setLevel(logging.ERROR)
+        root.addHandler(stderr)
         set_level("info")
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -383,12 +387,18 @@ class Features:
         task = self.jobs.schedule_profile(
             uri, lambda: self.run_profile(uri, version, kf, kernel), 0.0
         )
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.cancelled():
-                return {"kernels": {}, "message": "superseded by a newer profile of this file"}
-            raise
+        # A newer profile of this file (a save) replaces this one: answer with its results.
+        for _ in range(10):
+            try:
+                await asyncio.shield(task)
+                break
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+                newer = self.jobs.profile_task(uri)
+                if newer is None:
+                    return {"kernels": {}, "message": "the profile was cancelled"}
+                task = newer
         st = self.docs.state(uri)
         out = {}
         for name, entry in st.profiles.items():
@@ -762,17 +772,21 @@ class Features:
                         }
                     else:
                         action.command = types.Command(
-                            action.title, "accelopt.applyCandidate", args
+                            title=action.title, command="accelopt.applyCandidate", arguments=args
                         )
                     actions.append(action)
             if kf.harness is not None and kf.harness.complete:
                 job = self.jobs.active_job(uri, kernel.name)
                 if job is not None:
                     title = f"AccelOpt: cancel the search of {kernel.name} ({job.status_line()})"
-                    command = types.Command(title, "accelopt.cancel", [job.id])
+                    command = types.Command(
+                        title=title, command="accelopt.cancel", arguments=[job.id]
+                    )
                 else:
                     title = f"AccelOpt: optimize {kernel.name} (beam search)"
-                    command = types.Command(title, "accelopt.optimize", [uri, kernel.name])
+                    command = types.Command(
+                        title=title, command="accelopt.optimize", arguments=[uri, kernel.name]
+                    )
                 actions.append(
                     types.CodeAction(
                         title=title, kind=types.CodeActionKind.Refactor, command=command

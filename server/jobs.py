@@ -306,6 +306,11 @@ class JobManager:
         )
         return task
 
+    def profile_task(self, key: str) -> asyncio.Task[Any] | None:
+        """The pending or running profile of ``key``, if any."""
+        task = self._profiles.get(key)
+        return task if task is not None and not task.done() else None
+
     def cancel_profile(self, key: str) -> bool:
         task = self._profiles.pop(key, None)
         if task is not None and not task.done():

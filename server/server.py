@@ -9,10 +9,13 @@ objects of :mod:`accelopt_server.features`; those call ``accelopt_core`` through
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
 
 from . import __version__
@@ -39,6 +42,7 @@ def create_server() -> AccelOptServer:
         f.initialize(params)
 
     @server.feature(types.INITIALIZED)
+    @_safe(None)
     async def initialized(ls: AccelOptServer, params: types.InitializedParams) -> None:
         await f.initialized()
 
@@ -47,16 +51,19 @@ def create_server() -> AccelOptServer:
         await f.shutdown()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    @_safe(None)
     async def did_change_configuration(
         ls: AccelOptServer, params: types.DidChangeConfigurationParams
     ) -> None:
         await f.configuration_changed(params.settings)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    @_safe(None)
     async def did_open(ls: AccelOptServer, params: types.DidOpenTextDocumentParams) -> None:
         await f.opened(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    @_safe(None)
     async def did_save(ls: AccelOptServer, params: types.DidSaveTextDocumentParams) -> None:
         await f.saved(params.text_document.uri)
 
@@ -65,12 +72,14 @@ def create_server() -> AccelOptServer:
         f.closed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+    @_safe(None)
     async def code_lens(
         ls: AccelOptServer, params: types.CodeLensParams
     ) -> list[types.CodeLens] | None:
         return await f.code_lenses(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
+    @_safe(None)
     async def hover(ls: AccelOptServer, params: types.HoverParams) -> types.Hover | None:
         return await f.hover(params.text_document.uri, params.position)
 
@@ -85,6 +94,7 @@ def create_server() -> AccelOptServer:
             resolve_provider=True,
         ),
     )
+    @_safe(None)
     async def code_action(
         ls: AccelOptServer, params: types.CodeActionParams
     ) -> list[types.CodeAction | types.Command] | None:
@@ -104,11 +114,40 @@ def create_server() -> AccelOptServer:
     return server
 
 
+def _safe(default: Any) -> Callable[[Any], Any]:
+    """Keep a request or notification handler from sending a traceback to the user: an
+    unexpected exception is logged (traceback on stderr, one line in window/logMessage) and the
+    request gets ``default`` (no hover, no lenses, ...). JSON-RPC errors raised on purpose
+    (invalid params, content modified) pass through."""
+
+    def wrap(fn: Any) -> Any:
+        @functools.wraps(fn)
+        async def handler(ls: AccelOptServer, *args: Any) -> Any:
+            try:
+                return await fn(ls, *args)
+            except JsonRpcException:
+                raise
+            except Exception as exc:
+                log.exception("%s failed: %s", fn.__name__, exc)
+                return default
+
+        return handler
+
+    return wrap
+
+
 def _command(method: Any) -> Any:
-    """Wrap a feature method as a command handler taking the raw JSON arguments."""
+    """Wrap a feature method as a command handler taking the raw JSON arguments; an unexpected
+    exception becomes a JSON-RPC error carrying only its message."""
 
     async def handler(ls: AccelOptServer, *args: Any) -> Any:
-        return await method(*args)
+        try:
+            return await method(*args)
+        except JsonRpcException:
+            raise
+        except Exception as exc:
+            log.exception("%s failed: %s", method.__name__, exc)
+            raise JsonRpcInternalError(f"AccelOpt: {exc}") from None
 
     handler.__name__ = method.__name__
     return handler
