@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import hashlib
 import re
 import tokenize
@@ -981,9 +982,11 @@ def quick_has_kernels(source: str) -> bool:
     return _QUICK.search(source) is not None
 
 
+@functools.lru_cache(maxsize=512)
 def normalize_source(source: str) -> str:
     """``ast.unparse(ast.parse(source))``: the source without comments and formatting, so
-    that whitespace-only edits keep the same fingerprint. Unparsable source is returned as is."""
+    that whitespace-only edits keep the same fingerprint. Unparsable source is returned as is.
+    Memoized: a search fingerprints the same candidate several times (dedup, cache key, memory)."""
     try:
         return ast.unparse(ast.parse(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):

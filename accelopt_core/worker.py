@@ -30,6 +30,7 @@ and classifies a child that died without a result (signal or exit code).
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -284,8 +285,30 @@ def _precision_tokens(tree: ast.AST) -> list[tuple[str, int]]:
     return found
 
 
+@functools.lru_cache(maxsize=64)
+def _baseline_allowances(
+    baseline_source: str | None, entry: str
+) -> tuple[frozenset[str], frozenset[str]]:
+    """What the baseline already does: its launcher's compute ops and its low-precision tokens.
+    Cached: every candidate of a search is gated against the same baseline."""
+    if not baseline_source:
+        return frozenset(), frozenset()
+    try:
+        base_tree = ast.parse(baseline_source)
+    except SyntaxError:
+        return frozenset(), frozenset()
+    base_aliases = _aliases(base_tree)
+    base_kernels = _jit_kernels(base_tree, base_aliases)
+    ops = frozenset(d for d, _ in _launcher_ops(base_tree, entry, base_kernels, base_aliases))
+    tokens = frozenset(t for t, _ in _precision_tokens(base_tree))
+    return ops, tokens
+
+
 def static_gate(
-    candidate_source: str, entry: str, baseline_source: str | None = None
+    candidate_source: str,
+    entry: str,
+    baseline_source: str | None = None,
+    tree: ast.Module | None = None,
 ) -> tuple[bool, str, int | None]:
     """Check a candidate's AST against the evaluation rules (DESIGN.md, rule 2).
 
@@ -294,6 +317,7 @@ def static_gate(
         entry: name of the launcher (``BENCH["entry"].__name__``).
         baseline_source: the baseline module; compute ops in the launcher and low-precision
             dtypes the baseline already has are allowed. None: nothing is allowed.
+        tree: the candidate already parsed (saves a parse), else it is parsed here.
 
     Returns:
         ``(ok, message, line)``: ok True with message "" when the candidate passes; else the
@@ -306,14 +330,11 @@ def static_gate(
     or launcher; no threads, processes, streams, CUDA graphs or result caches
     (``global`` / ``functools.cache``); no float16/bfloat16/float8 token the baseline lacks.
     """
-    try:
-        tree = ast.parse(candidate_source)
-    except SyntaxError as exc:
-        return False, f"syntax error: {exc.msg}", exc.lineno
-    try:
-        base_tree = ast.parse(baseline_source) if baseline_source else None
-    except SyntaxError:
-        base_tree = None
+    if tree is None:
+        try:
+            tree = ast.parse(candidate_source)
+        except SyntaxError as exc:
+            return False, f"syntax error: {exc.msg}", exc.lineno
     aliases = _aliases(tree)
     kernels = _jit_kernels(tree, aliases)
     funcs = _functions(tree)
@@ -384,11 +405,7 @@ def static_gate(
             funcs[entry].lineno,
         )
 
-    base_ops: set[str] = set()
-    if base_tree is not None:
-        base_aliases = _aliases(base_tree)
-        base_kernels = _jit_kernels(base_tree, base_aliases)
-        base_ops = {d for d, _ in _launcher_ops(base_tree, entry, base_kernels, base_aliases)}
+    base_ops, base_tokens = _baseline_allowances(baseline_source, entry)
     for desc, line in _launcher_ops(tree, entry, kernels, aliases):
         if desc not in base_ops:
             return (
@@ -398,7 +415,6 @@ def static_gate(
                 line,
             )
 
-    base_tokens = {t for t, _ in _precision_tokens(base_tree)} if base_tree is not None else set()
     for token, line in _precision_tokens(tree):
         if token not in base_tokens:
             return (
@@ -421,12 +437,12 @@ def precheck(
     ``compile_error`` with the line for a syntax error, ``rejected`` for a gate failure.
     """
     try:
-        compile(candidate_source, filename, "exec", dont_inherit=True)
+        tree = ast.parse(candidate_source, filename)
     except SyntaxError as exc:
         return _result("compile_error", f"SyntaxError: {exc.msg}", line=exc.lineno)
     except ValueError as exc:  # e.g. null bytes
         return _result("compile_error", f"invalid source: {exc}")
-    ok, message, line = static_gate(candidate_source, entry, baseline_source)
+    ok, message, line = static_gate(candidate_source, entry, baseline_source, tree)
     if not ok:
         return _result("rejected", message, line=line)
     return None

@@ -1,7 +1,7 @@
 """Search overhead: wall time of a beam search against its critical path.
 
 The LLM is the scripted OpenAI-compatible double (tests/llm_double.py, a loopback HTTP server that
-the real openai client talks to) answering every call after a fixed delay; evaluation is a
+the real openai client talks to, run in its own process) answering every call after a fixed delay; evaluation is a
 fixed-cost target (sleeps ``--eval-s`` and reports a latency derived from the candidate, so every
 rewrite is a distinct, faster candidate). Everything else is the product's code: AgentProposer,
 reply parsing, harness restoration, the Evaluator with its static gate, BeamSearch.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import re
 import sys
@@ -35,7 +36,9 @@ from accelopt_core.search import BeamSearch  # noqa: E402
 from accelopt_core.settings import load_settings  # noqa: E402
 from tests.llm_double import TEST_API_KEY, LLMDouble, RecordedRequest, delay, text  # noqa: E402
 
-TEMPLATE = '''import torch
+multiprocessing.freeze_support()
+
+TEMPLATE = """import torch
 import triton
 import triton.language as tl
 
@@ -65,7 +68,7 @@ def reference(x):
 
 
 BENCH = {{"entry": add_one}}
-'''
+"""
 
 
 class FixedCostTarget:
@@ -85,14 +88,42 @@ class FixedCostTarget:
         await asyncio.sleep(self.seconds)
         step = int(re.search(r"^STEP = (\d+)", request.candidate_source, re.M).group(1))  # type: ignore[union-attr]
         latency = 10.0 / (1 + step)
-        return EvalResult(status="ok", latency_ms=latency, p20_ms=latency, p80_ms=latency, timing="none", device="bench")
+        return EvalResult(
+            status="ok",
+            latency_ms=latency,
+            p20_ms=latency,
+            p80_ms=latency,
+            timing="none",
+            device="bench",
+        )
 
     async def close(self) -> None:
         pass
 
 
+def serve_double(
+    llm_s: float, port_out: multiprocessing.Queue, stop: multiprocessing.Event
+) -> None:
+    """The scripted LLM in its own process (a real service does not share our interpreter)."""
+    steps = count(1)
+
+    def script(req: RecordedRequest):
+        if req.role == "planner":
+            return delay(llm_s, text(f"Title: plan {next(steps)}\nDo the thing."))
+        if req.role == "executor":
+            return delay(llm_s, text("```python\n" + TEMPLATE.format(step=next(steps)) + "```"))
+        return delay(llm_s, text("Title: a rule\nRule: do the thing when it applies."))
+
+    with LLMDouble(script=script) as double:
+        port_out.put((double.base_url, double.llm_settings(), double.api_key_env))
+        stop.wait()
+        port_out.put(len(double.requests))
+
+
 async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("-B", type=int, default=4)
     ap.add_argument("-N", type=int, default=4)
     ap.add_argument("-K", type=int, default=2)
@@ -101,20 +132,16 @@ async def main() -> None:
     ap.add_argument("--eval-s", type=float, default=0.25, help="cost of one evaluation (s)")
     args = ap.parse_args()
 
-    steps = count(1)
-
-    def script(req: RecordedRequest):
-        if req.role == "planner":
-            return delay(args.llm_s, text(f"Title: plan {next(steps)}\nDo the thing."))
-        if req.role == "executor":
-            return delay(args.llm_s, text("```python\n" + TEMPLATE.format(step=next(steps)) + "```"))
-        return delay(args.llm_s, text("Title: a rule\nRule: do the thing when it applies."))
-
-    with LLMDouble(script=script) as double:
-        os.environ[double.api_key_env] = TEST_API_KEY
+    ctx = multiprocessing.get_context("spawn")
+    queue, stop = ctx.Queue(), ctx.Event()
+    server = ctx.Process(target=serve_double, args=(args.llm_s, queue, stop), daemon=True)
+    server.start()
+    _base_url, llm_settings, key_env = queue.get(timeout=60)
+    try:
+        os.environ[key_env] = TEST_API_KEY
         settings, issues = load_settings(
             {
-                "llm": double.llm_settings(),
+                "llm": llm_settings,
                 "search": {
                     "beamWidth": args.B,
                     "plansPerCandidate": args.N,
@@ -138,15 +165,23 @@ async def main() -> None:
         t_report = time.perf_counter() - t0
         await search.drain()
         t_total = time.perf_counter() - t0
+    finally:
+        stop.set()
+    llm_calls = queue.get(timeout=30)
+    server.join(timeout=10)
 
     per_iter = args.llm_s + args.llm_s + args.eval_s
     critical = args.T * per_iter
     full = critical + 2 * args.eval_s
     print(f"B={args.B} N={args.N} K={args.K} T={args.T}  llm={args.llm_s}s eval={args.eval_s}s")
-    print(f"evaluations {target.calls}, LLM calls {len(double.requests)}, candidates {len(report.candidates)}, stopped: {report.stopped_reason}")
+    print(
+        f"evaluations {target.calls}, LLM calls {llm_calls}, candidates {len(report.candidates)}, stopped: {report.stopped_reason}"
+    )
     print(f"critical path T x (planner + executor + evaluation) = {critical:.2f} s")
     print(f"  + baseline evaluation + last re-timing              = {full:.2f} s")
-    print(f"wall time to the final ranking  {t_report:.2f} s  ratio {t_report / critical:.3f} (vs full path {t_report / full:.3f})")
+    print(
+        f"wall time to the final ranking  {t_report:.2f} s  ratio {t_report / critical:.3f} (vs full path {t_report / full:.3f})"
+    )
     print(f"wall time incl. memory writes   {t_total:.2f} s  ratio {t_total / critical:.3f}")
 
 

@@ -255,7 +255,7 @@ class LLMDouble:
             pass
 
         Handler.double = double
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server = _Server(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(
@@ -414,6 +414,14 @@ class LLMDouble:
                 },
             }
         ).encode()
+
+
+class _Server(ThreadingHTTPServer):
+    """socketserver's default listen backlog is 5: a burst of concurrent requests (a beam's worth
+    of planner or executor calls) would overflow it and the client would see dropped connections
+    and retry after a back-off. A real service accepts such bursts."""
+
+    request_queue_size = 256
 
 
 class _Handler(BaseHTTPRequestHandler):
