@@ -47,6 +47,123 @@ export class Uri {
   }
 }
 
+// ---- Enough of the API for the real vscode-languageclient to load and run (client.e2e test) ----
+
+const noopDisposable = () => ({ dispose: () => undefined });
+
+/** Unknown `onDid*` / `onWill*` events and `register*` / `create*` functions become no-ops. */
+function withFallback<T extends object>(ns: T): T {
+  return new Proxy(ns, {
+    get(target, prop, receiver) {
+      if (Reflect.has(target, prop) || typeof prop !== 'string') {
+        return Reflect.get(target, prop, receiver);
+      }
+      if (/^on(Did|Will)/.test(prop) || /^register/.test(prop)) {
+        return noopDisposable;
+      }
+      return undefined;
+    },
+  });
+}
+
+export class Disposable {
+  constructor(private readonly fn: () => void) {}
+  static from(...items: { dispose(): unknown }[]): Disposable {
+    return new Disposable(() => items.forEach((i) => i.dispose()));
+  }
+  dispose(): void {
+    this.fn();
+  }
+}
+
+export class Position {
+  constructor(
+    readonly line: number,
+    readonly character: number,
+  ) {}
+}
+
+export class Range {
+  constructor(
+    readonly start: Position,
+    readonly end: Position,
+  ) {}
+}
+
+export class CodeLens {
+  constructor(
+    public range: Range,
+    public command?: unknown,
+  ) {}
+}
+export class CodeAction {
+  constructor(
+    public title: string,
+    public kind?: unknown,
+  ) {}
+}
+export class Diagnostic {
+  constructor(
+    public range: Range,
+    public message: string,
+    public severity?: number,
+  ) {}
+}
+export class CompletionItem {
+  constructor(public label: unknown) {}
+}
+export class DocumentLink {
+  constructor(public range: Range) {}
+}
+export class InlayHint {
+  constructor(public position: Position) {}
+}
+export class SymbolInformation {
+  constructor(public name: string) {}
+}
+export class CallHierarchyItem {
+  constructor(public name: string) {}
+}
+export class TypeHierarchyItem {
+  constructor(public name: string) {}
+}
+export class CancellationError extends Error {}
+export class CancellationTokenSource {
+  private readonly emitter = new EventEmitter<void>();
+  readonly token = { isCancellationRequested: false, onCancellationRequested: this.emitter.event };
+  cancel(): void {
+    this.token.isCancellationRequested = true;
+    this.emitter.fire();
+  }
+  dispose(): void {
+    this.emitter.dispose();
+  }
+}
+export class CodeActionKind {
+  static readonly Empty = new CodeActionKind('');
+  static readonly QuickFix = new CodeActionKind('quickfix');
+  static readonly Refactor = new CodeActionKind('refactor');
+  static readonly RefactorExtract = new CodeActionKind('refactor.extract');
+  static readonly RefactorInline = new CodeActionKind('refactor.inline');
+  static readonly RefactorRewrite = new CodeActionKind('refactor.rewrite');
+  static readonly Source = new CodeActionKind('source');
+  static readonly SourceOrganizeImports = new CodeActionKind('source.organizeImports');
+  static readonly SourceFixAll = new CodeActionKind('source.fixAll');
+  constructor(readonly value: string) {}
+  append(part: string): CodeActionKind {
+    return new CodeActionKind(this.value ? `${this.value}.${part}` : part);
+  }
+}
+export class MarkdownString {
+  constructor(public value = '') {}
+}
+export enum DiagnosticSeverity {
+  Error = 0,
+  Warning = 1,
+  Information = 2,
+  Hint = 3,
+}
+
 export class ThemeColor {
   constructor(readonly id: string) {}
 }
@@ -102,7 +219,10 @@ export const standin = {
   messages: [] as { severity: string; text: string }[],
   logLines: [] as string[],
   workspaceFolders: undefined as { uri: Uri; name: string; index: number }[] | undefined,
+  /** Open documents (workspace.textDocuments). */
+  textDocuments: [] as unknown[],
   reset(): void {
+    this.textDocuments.length = 0;
     this.settings.clear();
     this.configUpdates.length = 0;
     this.extensions.clear();
@@ -140,7 +260,10 @@ function lookup(full: string): unknown {
   return found ? out : undefined;
 }
 
-export const workspace = {
+export const workspace = withFallback({
+  get textDocuments() {
+    return standin.textDocuments;
+  },
   getConfiguration(section?: string) {
     const prefix = section ? `${section}.` : '';
     return {
@@ -163,7 +286,7 @@ export const workspace = {
   getWorkspaceFolder(uri: Uri) {
     return standin.workspaceFolders?.find((f) => uri.path.startsWith(f.uri.path));
   },
-};
+});
 
 export const extensions = {
   getExtension(id: string) {
@@ -178,7 +301,7 @@ function record(severity: string) {
   };
 }
 
-export const window = {
+export const window = withFallback({
   createStatusBarItem(id: string): FakeStatusBarItem {
     const item: FakeStatusBarItem = {
       id,
@@ -245,4 +368,46 @@ export const window = {
   showWarningMessage: record('warning'),
   showErrorMessage: record('error'),
   activeTextEditor: undefined,
-};
+  visibleTextEditors: [] as unknown[],
+});
+
+/** The VS Code version the stand-in claims (vscode-languageclient 9 checks it). */
+export const version = '1.82.0';
+
+/** Commands registered with the stand-in, by id. */
+export const registeredCommands = new Map<string, (...args: unknown[]) => unknown>();
+
+export const commands = withFallback({
+  registerCommand(id: string, fn: (...args: unknown[]) => unknown) {
+    if (registeredCommands.has(id)) {
+      throw new Error(`command '${id}' already exists`);
+    }
+    registeredCommands.set(id, fn);
+    return { dispose: () => registeredCommands.delete(id) };
+  },
+  async executeCommand(id: string, ...args: unknown[]) {
+    const fn = registeredCommands.get(id);
+    if (!fn) {
+      throw new Error(`command '${id}' not found`);
+    }
+    return fn(...args);
+  },
+});
+
+export const languages = withFallback({
+  match: () => 10,
+  createDiagnosticCollection: () => ({
+    set() {},
+    delete() {},
+    clear() {},
+    forEach() {},
+    dispose() {},
+  }),
+});
+
+export const env = withFallback({
+  appName: 'AccelOpt stand-in',
+  language: 'en',
+  machineId: 'stand-in',
+  clipboard: { writeText: async () => undefined },
+});
