@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import pytest
 import pytest_asyncio
@@ -249,6 +249,16 @@ async def start_session(
     ) -> types.ApplyWorkspaceEditResult:
         client.applied_edits.append(params)  # type: ignore[attr-defined]
         return types.ApplyWorkspaceEditResult(applied=True)
+
+    # lsprotocol reads any result item with a "command" key as a Command, but a CodeAction may
+    # carry a command object too; tell them apart as VS Code does (Command.command is a string).
+    converter = client.protocol._converter
+
+    def _command_or_action(obj: Any, _: Any) -> types.Command | types.CodeAction:
+        kind = types.Command if isinstance(obj.get("command"), str) else types.CodeAction
+        return converter.structure(obj, kind)
+
+    converter.register_structure_hook(Union[types.Command, types.CodeAction], _command_or_action)  # noqa: UP007
 
     @client.feature(types.WORKSPACE_CODE_LENS_REFRESH)
     def _lens_refresh(ls: Any, params: None) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
+from pytest_lsp import client_capabilities
 
 from tests.llm_double import TEST_API_KEY, TEST_API_KEY_ENV, LLMDouble, RecordedRequest
 from tests.lsp_fixtures import (
@@ -133,7 +134,12 @@ async def test_optimize_progress_actions_apply_hover_stale_and_restart(
     workspace.mkdir()
     with LLMDouble(script=llm_script) as double:
         llm = {"baseUrl": double.base_url, "model": "double-model", "apiKeyEnv": TEST_API_KEY_ENV}
-        client, s = await start_session(client_name, workspace, settings={"llm": llm})
+        caps = client_capabilities(client_name)
+        if client_name == "visual-studio-code":  # a client that understands the LLM-generated tag
+            caps.text_document.code_action.tag_support = types.CodeActionTagOptions(
+                value_set=[types.CodeActionTag.LlmGenerated]
+            )
+        client, s = await start_session(caps, workspace, settings={"llm": llm})
         try:
             path, _ = s.copy_example("softmax.py")
             uri = s.open(path)
@@ -175,6 +181,10 @@ async def test_optimize_progress_actions_apply_hover_stale_and_restart(
                 and "single-pass online softmax" in rewrites[0].title
             )
             assert "x faster" in rewrites[0].title
+            expected_tags = (
+                [types.CodeActionTag.LlmGenerated] if client_name == "visual-studio-code" else None
+            )
+            assert (list(rewrites[0].tags) if rewrites[0].tags else None) == expected_tags
             resolved = await client.code_action_resolve_async(rewrites[0])
             edits, version = workspace_edit_for(resolved.edit, uri)
             if client_name == "visual-studio-code":
@@ -220,8 +230,11 @@ async def test_optimize_progress_actions_apply_hover_stale_and_restart(
             await client.shutdown_session()
 
         # restart: the saved results come back as code actions while the source matches
+        # (this time as a client without codeAction/resolve: the action carries a command)
         path.write_text((EXAMPLES / "softmax.py").read_text())
-        client, s = await start_session(client_name, workspace, settings={"llm": llm})
+        caps = client_capabilities(client_name)
+        caps.text_document.code_action.resolve_support = None
+        client, s = await start_session(caps, workspace, settings={"llm": llm})
         try:
             uri = s.open(path)
             kline = s.line_of(uri, "def softmax_kernel")
@@ -238,7 +251,13 @@ async def test_optimize_progress_actions_apply_hover_stale_and_restart(
                 if await rewrites_offered():
                     break
                 await asyncio.sleep(0.1)
-            assert await rewrites_offered()
+            offered = await rewrites_offered()
+            assert offered and offered[0].command.command == "accelopt.applyCandidate"
+            result = await s.command(offered[0].command.command, *offered[0].command.arguments)
+            assert result == {"applied": True}
+            sent = client.applied_edits[-1].edit
+            edits, _ = workspace_edit_for(sent, uri)
+            assert "num / tl.sum(num, axis=0)" in apply_text_edits(s.texts[uri], edits)
         finally:
             await client.shutdown_session()
 
