@@ -26,8 +26,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 CANDIDATES = ROOT / "tests" / "candidates"
 BASE = (CANDIDATES / "add.py").read_text()
-#: in the command line of every remote agent a Ray task starts (and of nothing else)
-AGENT_MARK = "--no-probe"
+#: in the command line of every worker (and candidate) a Ray task starts, and of nothing else
+AGENT_MARK = "accelopt-ray-task"
 
 
 def request(name: str, **fields) -> EvalRequest:

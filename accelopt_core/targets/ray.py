@@ -9,12 +9,12 @@ Each evaluation is one Ray task that asks for one GPU (``num_gpus=1``) when the 
 GPUs, else one Neuron core (``resources={"neuron_cores": 1}``) when it has those, else one CPU.
 Ray pins the task to its accelerator (it sets ``CUDA_VISIBLE_DEVICES`` /
 ``NEURON_RT_VISIBLE_CORES``). The task function is shipped by value (nothing of this project is
-needed on the nodes): it starts the same remote agent as the ssh target
-(:data:`accelopt_core.targets.ssh.AGENT`) with the node's python (``sys.executable`` there),
-which runs the worker ``[python, "-c", BOOTSTRAP]`` on the shipped payload
+needed on the nodes): it runs the worker ``[python, "-c", BOOTSTRAP]`` with the node's
+python (``sys.executable`` there) on the shipped payload
 (:func:`~accelopt_core.targets.shipping.encode_stdin`) and returns its stdout, stderr and exit
-status. If Ray kills the task (cancellation), the agent's stdin closes and it kills the worker
-and its candidate.
+status. The worker is started with ``PR_SET_PDEATHSIG`` = SIGKILL and does the same for its
+candidate, so when Ray kills the task (cancellation with ``force=True``) the worker and the
+candidate die with it.
 """
 
 from __future__ import annotations
@@ -38,45 +38,30 @@ RESOURCE_REFRESH_S = 10.0
 # The Ray task, defined from source in a module that is not importable so that cloudpickle
 # ships it by value: the nodes need only Ray and the kernel's stack, not this project.
 _TASK_SOURCE = r'''
-def accelopt_evaluate(agent, bootstrap, payload, timeout_s):
-    """Run one evaluation through the agent; returns (returncode, stdout, stderr, hello)."""
-    import json, struct, subprocess, sys
+def accelopt_evaluate(bootstrap, payload, timeout_s):
+    """Run the shipped worker on this node; returns (returncode, stdout, stderr)."""
+    import ctypes, signal, subprocess, sys
+
+    def die_with_parent():  # Linux: the worker gets SIGKILL when this Ray worker dies
+        try:
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except Exception:
+            pass
 
     proc = subprocess.Popen(
-        [sys.executable, "-c", agent, bootstrap, "--no-probe"],
+        [sys.executable, "-c", bootstrap, "accelopt-ray-task"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True)
-
-    def read(n):
-        data = b""
-        while len(data) < n:
-            chunk = proc.stdout.read(n - len(data))
-            if not chunk:
-                raise EOFError
-            data += chunk
-        return data
-
+        preexec_fn=die_with_parent)
     try:
-        proc.stdin.write(b"E" + struct.pack("<Q", len(payload)) + payload)
-        proc.stdin.flush()
-        head = read(5)
-        hello = json.loads(read(struct.unpack("<I", head[1:])[0]))
-        head = read(21)
-        rc, n_out, n_err = struct.unpack("<iQQ", head[1:])
-        body = read(n_out + n_err)
-        return rc, body[:n_out], body[n_out:], hello
-    except EOFError:
-        proc.stdin.close()
-        err = proc.stderr.read()
+        out, err = proc.communicate(payload, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    except BaseException:  # cancelled (KeyboardInterrupt) or anything else: take it down
+        proc.kill()
         proc.wait()
-        return proc.returncode, b"", err, {}
-    finally:
-        if not proc.stdin.closed:
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except Exception:
-            proc.kill()
+        raise
+    return proc.returncode, out, err
 '''
 
 _lock = threading.Lock()
@@ -171,13 +156,17 @@ class RayTarget:
         await self._ensure_connected()
         from accelopt_core.targets.shipping import decode_probe, encode_stdin
 
-        rc, out, err, hello = await self._submit(encode_stdin({"probe": True}), 120.0)
-        info = dict(hello)
+        rc, out, err = await self._submit(encode_stdin({"probe": True}), 120.0)
         probe = decode_probe(out) or {}
+        info: dict[str, Any] = {
+            k: (probe.get("versions") or {}).get(k)
+            for k in ("python", "torch", "triton", "neuronxcc")
+        }
         devices = probe.get("devices") or []
         info["device"] = str(devices[0]) if devices else "cpu"
         if isinstance(devices, list) and devices and isinstance(devices[0], dict):
             info["device"] = devices[0].get("name", "?")
+        info["device_names"] = [info["device"]]
         info["worker_probe"] = probe
         if rc != 0 and not probe:
             info["error"] = err.decode(errors="replace")[-1500:]
@@ -210,7 +199,7 @@ class RayTarget:
         await self._maybe_refresh()
         payload = encode_stdin(dataclasses.replace(request, device=None))
         try:
-            rc, out, err, hello = await self._submit(payload, request.timeout_s + TIMEOUT_MARGIN_S)
+            rc, out, err = await self._submit(payload, request.timeout_s + TIMEOUT_MARGIN_S)
         except asyncio.TimeoutError:
             return EvalResult.failure(
                 "timeout",
@@ -223,11 +212,9 @@ class RayTarget:
             return EvalResult.failure(
                 "runtime_error", str(exc), eval_s=time.perf_counter() - started
             )
-        if self._hello is None and hello:
-            self._hello = dict(hello)
         result = decode_result(out, err, rc)
-        if self._hello is not None and "device" not in self._hello and result.device:
-            self._hello["device"] = result.device
+        if self._hello is None and result.versions and result.device:
+            self._hello = {**result.versions, "device": result.device}
         result.eval_s = time.perf_counter() - started
         return result
 
@@ -308,15 +295,12 @@ class RayTarget:
             return {"resources": {"neuron_cores": 1}, "num_cpus": 1}
         return {"num_cpus": 1}
 
-    async def _submit(self, payload: bytes, timeout_s: float) -> tuple[int, bytes, bytes, dict]:
+    async def _submit(self, payload: bytes, timeout_s: float) -> tuple[int, bytes, bytes]:
         from accelopt_core.targets.shipping import BOOTSTRAP
-        from accelopt_core.targets.ssh import AGENT
 
         ray = self._ray
         ref = await asyncio.to_thread(
-            lambda: self._remote.options(**self._options()).remote(
-                AGENT, BOOTSTRAP, payload, timeout_s
-            )
+            lambda: self._remote.options(**self._options()).remote(BOOTSTRAP, payload, timeout_s)
         )
         self._pending.add(ref)
         try:
@@ -328,7 +312,7 @@ class RayTarget:
         finally:
             self._pending.discard(ref)
 
-    async def _get(self, ref: Any) -> tuple[int, bytes, bytes, dict]:
+    async def _get(self, ref: Any) -> tuple[int, bytes, bytes]:
         ray = self._ray
         try:
             return await _settled(ref)
