@@ -8,6 +8,7 @@ builds the :class:`~accelopt_core.results.EvalRequest` from the settings, consul
 from __future__ import annotations
 
 import ast
+import asyncio
 import hashlib
 import json
 import logging
@@ -170,6 +171,25 @@ class Evaluator:
         self.evaluations_run = 0
         self.cache_hits = 0
         self.gate_rejections = 0
+        self._probed = False
+        self._probe_lock = asyncio.Lock()
+
+    async def _ensure_probed(self) -> None:
+        """Remote targets know their real fingerprint (device names, versions) and capacity
+        only after a first probe; do it once before the first cache key is computed. A failing
+        probe is not fatal here: the evaluation itself then reports the classified failure."""
+        if self._probed:
+            return
+        async with self._probe_lock:
+            if self._probed:
+                return
+            probe = getattr(self.target, "probe", None)
+            if probe is not None:
+                try:
+                    await probe()
+                except Exception:  # unreachable host etc.: evaluate() reports it per candidate
+                    return
+            self._probed = True
 
     def build_request(
         self,
@@ -237,6 +257,7 @@ class Evaluator:
             source_name=source_name,
             baseline_source=baseline_source,
         )
+        await self._ensure_probed()
         key = cache_key(request, self.target.fingerprint)
         if use_cache and self.cache is not None:
             hit = self.cache.get(key)
