@@ -228,12 +228,8 @@ class Features:
         self.config.reset_reported()
         scopes = [uri for uri, st in self.docs.states.items() if st.kernel_file is not None]
         await self._refresh_settings(scopes)
-        busy = {
-            id(await self.adapter.engine(self.settings(j.uri)))
-            for j in self.jobs.list()
-            if j.active
-        }
-        await self.adapter.retire(self.config.all_settings(), busy)
+        if not any(job.active for job in self.jobs.list()):  # a running search keeps its engine
+            await self.adapter.retire(self.config.all_settings(), set())
         log.info("settings changed: target %s", self.config.global_settings.target)
         self.refresh_lenses()
 

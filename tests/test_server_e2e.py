@@ -198,6 +198,12 @@ async def test_optimize_progress_actions_apply_hover_stale_and_restart(
                 uri, kline, s.texts[uri].splitlines()[kline].index("softmax_kernel") + 2
             )
             assert hover is not None and "keep the row in registers" in hover.contents.value
+            # and on an API call the stored rule mentions (tl.sum)
+            sum_line = s.line_of(uri, "denominator = tl.sum(")
+            api = await s.hover(
+                uri, sum_line, s.texts[uri].splitlines()[sum_line].index("tl.sum") + 4
+            )
+            assert api is not None and "keep the row in registers" in api.contents.value
 
             # an old action on an edited document is refused (the edit is outside the kernel)
             s.change(uri, s.texts[uri] + "# my note\n")
