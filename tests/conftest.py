@@ -14,11 +14,16 @@ import pytest
 # The scripted OpenAI-compatible server (a test double for the paid LLM service) as a fixture.
 from tests.llm_double import llm_double  # noqa: F401
 
+# pytest-lsp fixtures for the language-server tests (a real server over stdio).
+pytest_plugins = ["tests.lsp_fixtures"]
+
 os.environ.setdefault("ACCELOPT_SHAPE", "small")
 
 
 @pytest.fixture(autouse=True)
-def _isolated_memory(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _isolated_memory(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     directory = tmp_path_factory.mktemp("accelopt-memory")
     monkeypatch.setenv("ACCELOPT_MEMORY_DIR", str(directory))
     return directory

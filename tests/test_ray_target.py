@@ -94,8 +94,15 @@ async def test_batch_same_verdicts_as_local_then_cancel(
             ):
                 await asyncio.to_thread(ray.get, ref, timeout=60)
         await _wait_for(lambda: not processes_matching(AGENT_MARK), 30)
-        free = await asyncio.to_thread(ray.available_resources)
-        assert free.get("CPU") == ray_head.num_cpus
+
+        # Ray frees a killed task's CPU once its raylet notices the worker exit: poll for it
+        async def cpus_free() -> float | None:
+            return (await asyncio.to_thread(ray.available_resources)).get("CPU")
+
+        deadline = asyncio.get_running_loop().time() + 60
+        while await cpus_free() != ray_head.num_cpus:
+            assert asyncio.get_running_loop().time() < deadline, "Ray never freed the CPUs"
+            await asyncio.sleep(0.5)
         # the cluster is free again: a new evaluation runs at once
         again = await asyncio.wait_for(target.evaluate(request("add.py")), 120)
         assert again.status == "ok"

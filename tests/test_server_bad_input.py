@@ -20,7 +20,6 @@ from tests.lsp_fixtures import (
 )
 
 # The `lsp` fixture (tests/lsp_fixtures.py), until tests/conftest.py imports it.
-pytest_plugins = ["tests.lsp_fixtures"]
 pytestmark = [pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
 CLIENTS = ["visual-studio-code", "neovim"]
 

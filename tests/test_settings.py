@@ -62,7 +62,9 @@ def test_each_invalid_value_falls_back_to_its_default_and_is_named() -> None:
     assert "accelopt.search.beamWidth" in text and "default 2" in text
 
 
-@pytest.mark.parametrize("raw", [42, "text", ["a"], {"search": "not a section"}, {"llm": {"planner": 7}}])
+@pytest.mark.parametrize(
+    "raw", [42, "text", ["a"], {"search": "not a section"}, {"llm": {"planner": 7}}]
+)
 def test_garbage_never_raises(raw: object) -> None:
     settings, _issues = load_settings(raw)  # type: ignore[arg-type]
     assert isinstance(settings, Settings)
@@ -84,7 +86,9 @@ def test_layers_merge_nested_sections_later_wins() -> None:
 def test_memory_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(MEMORY_DIR_ENV, str(tmp_path / "env"))
     assert load_settings({})[0].resolved_memory_dir() == tmp_path / "env"
-    assert load_settings({"memoryDir": str(tmp_path / "s")})[0].resolved_memory_dir() == tmp_path / "s"
+    assert (
+        load_settings({"memoryDir": str(tmp_path / "s")})[0].resolved_memory_dir() == tmp_path / "s"
+    )
     monkeypatch.delenv(MEMORY_DIR_ENV)
     assert "accelopt" in str(load_settings({})[0].resolved_memory_dir())
 
