@@ -252,7 +252,7 @@ async def test_optimize_progress_actions_apply_hover_stale_and_restart(
                     and a.kind == types.CodeActionKind.RefactorRewrite
                 ]
 
-            for _ in range(100):
+            for _ in range(300):  # the restarted server loads the saved report in a thread
                 if await rewrites_offered():
                     break
                 await asyncio.sleep(0.1)
