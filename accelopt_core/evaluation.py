@@ -7,7 +7,6 @@ builds the :class:`~accelopt_core.results.EvalRequest` from the settings, consul
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import hashlib
 import json
@@ -18,6 +17,7 @@ from typing import Any
 
 from accelopt_core import worker
 from accelopt_core.hardware import peak_table
+from accelopt_core.kernels import normalize_source
 from accelopt_core.results import HARNESS_VERSION, EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets.base import Target
@@ -27,15 +27,6 @@ log = logging.getLogger(__name__)
 #: Verdicts that depend only on the candidate, harness and target: safe to cache. Timeouts and
 #: runtime errors may come from the infrastructure (a busy box, a lost connection): never cached.
 CACHEABLE_STATUSES = frozenset({"ok", "compile_error", "incorrect", "rejected"})
-
-
-def normalize_source(source: str) -> str:
-    """Source with comments and formatting removed (``ast.unparse(ast.parse(src))``); the raw
-    text when it does not parse."""
-    try:
-        return ast.unparse(ast.parse(source))
-    except (SyntaxError, ValueError):
-        return source
 
 
 def _sha(text: str) -> str:
@@ -258,7 +249,7 @@ class Evaluator:
             baseline_source=baseline_source,
         )
         await self._ensure_probed()
-        key = cache_key(request, self.target.fingerprint)
+        key = cache_key(request, self.target.fingerprint) if self.cache is not None else ""
         if use_cache and self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:

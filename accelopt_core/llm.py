@@ -184,6 +184,16 @@ class LLMClient:
         self._clients[(base_url, key_env)] = (client, loop)
         return client
 
+    async def warm(self) -> None:
+        """Build the HTTP clients of every role on the running event loop, without sending a
+        request (creating a client's transport costs ~0.2 s: SSL context). The search calls this
+        while the baseline is evaluated, so the first planner call does not pay it."""
+        for role in ROLES:
+            base_url, _model, key_env = self._role(role)
+            key = self._key(base_url, key_env)
+            if key is not None:
+                self._client(base_url, key_env, key)
+
     async def close(self) -> None:
         """Close the HTTP connections of the clients made on the running event loop."""
         loop = asyncio.get_running_loop()

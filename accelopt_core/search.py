@@ -478,8 +478,12 @@ class BeamSearch:
 
     async def _evaluate_baseline(self) -> Candidate:
         source = self.original.source
-        result = await self.evaluator.evaluate(
-            source, source, self.entry, use_cache=False, source_name=self._name
+        warm = getattr(self.proposer, "warm", None)  # e.g. build the LLM clients meanwhile
+        result, _ = await _gather(
+            self.evaluator.evaluate(
+                source, source, self.entry, use_cache=False, source_name=self._name
+            ),
+            warm() if warm is not None else asyncio.sleep(0),
         )
         self._evaluated += 1
         cand = Candidate(

@@ -1,7 +1,8 @@
 """Search overhead: wall time of a beam search against its critical path.
 
 The LLM is the scripted OpenAI-compatible double (tests/llm_double.py, a loopback HTTP server that
-the real openai client talks to, run in its own process) answering every call after a fixed delay; evaluation is a
+the real openai client talks to, run in its own process) answering every call after a fixed delay; the optimization memory is real
+(a fresh diskcache directory: retrieval for every parent, summaries written); evaluation is a
 fixed-cost target (sleeps ``--eval-s`` and reports a latency derived from the candidate, so every
 rewrite is a distinct, faster candidate). Everything else is the product's code: AgentProposer,
 reply parsing, harness restoration, the Evaluator with its static gate, BeamSearch.
@@ -22,6 +23,7 @@ import multiprocessing
 import os
 import re
 import sys
+import tempfile
 import time
 from itertools import count
 from pathlib import Path
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from accelopt_core.agents import AgentProposer  # noqa: E402
 from accelopt_core.evaluation import Evaluator  # noqa: E402
 from accelopt_core.kernels import parse_kernel_file  # noqa: E402
+from accelopt_core.memory import OptimizationMemory  # noqa: E402
 from accelopt_core.results import EvalRequest, EvalResult  # noqa: E402
 from accelopt_core.search import BeamSearch  # noqa: E402
 from accelopt_core.settings import load_settings  # noqa: E402
@@ -153,12 +156,15 @@ async def main() -> None:
         assert not issues, issues
         target = FixedCostTarget(args.eval_s)
         original = parse_kernel_file(TEMPLATE.format(step=0), "bench.py")
+        memory_dir = tempfile.mkdtemp(prefix="accelopt-bench-memory-")
+        memory = OptimizationMemory(memory_dir)  # real retrieval for every parent, real writes
         search = BeamSearch(
             original,
             "add_one_kernel",
             settings.search,
             Evaluator(target, settings, None),
             AgentProposer(settings),
+            memory=memory,
         )
         t0 = time.perf_counter()
         report = await search.run(wait_for_memory=False)
@@ -182,7 +188,9 @@ async def main() -> None:
     print(
         f"wall time to the final ranking  {t_report:.2f} s  ratio {t_report / critical:.3f} (vs full path {t_report / full:.3f})"
     )
-    print(f"wall time incl. memory writes   {t_total:.2f} s  ratio {t_total / critical:.3f}")
+    print(
+        f"wall time incl. memory writes   {t_total:.2f} s  ratio {t_total / critical:.3f} ({len(memory)} experiences)"
+    )
 
 
 if __name__ == "__main__":

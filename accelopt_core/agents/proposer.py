@@ -317,6 +317,10 @@ class AgentProposer:
         """Tokens and cost so far per role (from the client)."""
         return self.client.usage_by_role()
 
+    async def warm(self) -> None:
+        """Prepare the LLM clients (no request is sent); see :meth:`LLMClient.warm`."""
+        await self.client.warm()
+
     async def close(self) -> None:
         """Close the client's HTTP connections."""
         await self.client.close()
