@@ -672,9 +672,7 @@ class BeamSearch:
             await asyncio.to_thread(self.memory.add, exp)
             self._memory_added += 1
         except Exception as exc:  # invalid experience, MemoryUnavailable, disk error: go on
-            msg = f"optimization memory not updated: {exc}"
-            if msg not in self._warnings:
-                self._warnings.append(msg)
+            self._warn(f"optimization memory not updated: {exc}")
 
     async def _settle(self) -> None:
         """Wait for the outstanding re-timings of the last iteration (they decide the ranking)."""
@@ -707,9 +705,7 @@ class BeamSearch:
                     self.settings.memory_top_k,
                 )
             except Exception as exc:
-                msg = f"optimization memory not readable: {exc}"
-                if msg not in self._warnings:
-                    self._warnings.append(msg)
+                self._warn(f"optimization memory not readable: {exc}")
         assert self._baseline is not None
         return ProposalContext(
             original=self.original,
@@ -726,6 +722,11 @@ class BeamSearch:
     def _set_speedup(self, cand: Candidate) -> None:
         base = self._baseline.latency_ms if self._baseline else None
         cand.speedup = base / cand.latency_ms if base and cand.latency_ms else None
+
+    def _warn(self, message: str) -> None:
+        """Record a warning for the report, once."""
+        if message not in self._warnings:
+            self._warnings.append(message)
 
     def _count_failure(self, status: str) -> None:
         self._failures[status] = self._failures.get(status, 0) + 1

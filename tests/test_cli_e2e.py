@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.llm_double import TEST_API_KEY, TEST_API_KEY_ENV, LLMDouble, RecordedRequest, text
+from tests.softmax_replies import FAST_REWRITE, NO_CODE, NO_COMPILE, PLAN, RULE, WRONG
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "examples" / "triton" / "softmax.py"
@@ -94,51 +95,12 @@ def test_optimize_offline_finds_verifies_ranks_and_remembers(
     assert json.loads(prof.stdout)["status"] == "ok"
 
 
-FAST_REWRITE = """Here is a single-pass version.
-
-```python
-import os
-
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=float("-inf"))
-    x = x - tl.max(x, axis=0)
-    num = tl.exp(x)
-    tl.store(out_ptr + row * out_row_stride + cols, num / tl.sum(num, axis=0), mask=mask)
-
-
-def softmax(x):
-    n_rows, n_cols = x.shape
-    out = torch.empty_like(x)
-    BLOCK_SIZE = triton.next_power_of_2(n_cols)
-    softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
-    return out
-```
-"""
-# Loads a name that does not exist: fails when the module is loaded (compile_error).
-NO_COMPILE = FAST_REWRITE.replace(
-    "import triton.language as tl",
-    "import triton.language as tl\nfrom triton.language import no_such_symbol",
-)
-# Numerically wrong: halves every probability.
-WRONG = FAST_REWRITE.replace("num / tl.sum(num, axis=0)", "0.5 * num / tl.sum(num, axis=0)")
-NO_CODE = "You should probably load each row once and keep it in registers."
-
-
 def test_optimize_with_llm_agents_ranks_only_the_verified_rewrite(cli_env: dict[str, str]) -> None:
     def script(req: RecordedRequest) -> str | None:
         if req.role == "planner":
-            return "Title: single-pass online softmax\nLoad each row once, reduce max and sum in registers."
+            return PLAN
         if req.role == "summarizer":
-            return "Title: keep the row in registers\nRule: when a row fits one block, load it once and fuse max, exp, sum and normalize."
+            return RULE
         return None  # executor replies come from the queue; fixer gets the default (no code)
 
     with LLMDouble(script=script) as double:

@@ -23,44 +23,13 @@ from tests.lsp_fixtures import (
     start_session,
     workspace_edit_for,
 )
+from tests.softmax_replies import FAST_REWRITE, PLAN, RULE
 
-# The `lsp` fixture (tests/lsp_fixtures.py), until tests/conftest.py imports it.
+# The `lsp` fixtures come from tests/lsp_fixtures.py (a conftest plugin).
 pytestmark = [
     pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning"),
 ]
 CLIENTS = ["visual-studio-code", "neovim"]
-
-FAST_REWRITE = """Here is a single-pass version.
-
-```python
-import os
-
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=float("-inf"))
-    x = x - tl.max(x, axis=0)
-    num = tl.exp(x)
-    tl.store(out_ptr + row * out_row_stride + cols, num / tl.sum(num, axis=0), mask=mask)
-
-
-def softmax(x):
-    n_rows, n_cols = x.shape
-    out = torch.empty_like(x)
-    BLOCK_SIZE = triton.next_power_of_2(n_cols)
-    softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
-    return out
-```
-"""
-PLAN = "Title: single-pass online softmax\nLoad each row once, reduce max and sum in registers."
-RULE = "Title: keep the row in registers\nRule: when a row fits one block, load it once and fuse max, exp, sum and normalize with tl.sum."
 
 
 def llm_script(req: RecordedRequest) -> str | None:
