@@ -190,3 +190,17 @@ def test_cli_bad_inputs_give_located_errors(tmp_path: Path, cli_env: dict[str, s
 
     unknown = run_cli("optimize", str(SOFTMAX), "--kernel", "nope_kernel", env=cli_env)
     assert unknown.returncode == 1 and "softmax_kernel" in unknown.stderr
+
+
+def test_optimize_with_unusable_memory_dir_warns_and_still_optimizes(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the memory directory should be\n")
+    env = dict(cli_env, ACCELOPT_MEMORY_DIR=str(blocker / "memory"))
+    proc = run_cli("optimize", str(SOFTMAX), "--json", "-T", "1", "-B", "1", "-N", "2", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "optimization memory" in proc.stderr and "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["baseline"]["correct"] and report["memory_added"] == 0
+    assert blocker.read_text() == "a file where the memory directory should be\n"  # nothing lost
