@@ -577,7 +577,13 @@ class Features:
                 lens("Cancel", "accelopt.cancel", [job.id])
                 continue
             if not runnable:
-                lens("AccelOpt: no benchmark harness (see the code action)")
+                # clickable, and it names the kernel so editors can find it (Show Memory works
+                # without a harness; the code action inserts a harness skeleton)
+                lens(
+                    "AccelOpt: no benchmark harness (see the code action) · memory",
+                    "accelopt.showMemory",
+                    [uri, kernel.name],
+                )
                 continue
             entry = st.profiles.get(kernel.name)
             if st.profiling:

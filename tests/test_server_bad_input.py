@@ -121,6 +121,10 @@ async def test_missing_harness_offers_a_skeleton(lsp: LspSession) -> None:
     note = next(d for d in diags if d.code == "no-harness")
     assert note.severity == types.DiagnosticSeverity.Information
     assert note.range.start.line == lsp.line_of(uri, "def add_kernel")
+    # the kernel's lens names it (editors find kernels through lens arguments) and opens its memory
+    lens = next(x for x in await lsp.lenses(uri) if x.command and "harness" in x.command.title)
+    assert lens.command.command == "accelopt.showMemory"
+    assert list(lens.command.arguments or []) == [uri, "add_kernel"]
     actions = await lsp.code_actions(uri, note.range.start.line, 6)
     fix = next(
         a
