@@ -34,6 +34,8 @@ TIMEOUT_MARGIN_S = 30.0
 
 #: Seconds between refreshes of the cluster's resources (capacity).
 RESOURCE_REFRESH_S = 10.0
+#: Tries of the first connection to a Ray client server (see RayTarget._init_with_retry).
+CONNECT_ATTEMPTS = 3
 
 # The Ray task, defined from source in a module that is not importable so that cloudpickle
 # ships it by value: the nodes need only Ray and the kernel's stack, not this project.
@@ -255,10 +257,7 @@ class RayTarget:
         with _lock:
             if not ray.is_initialized():
                 try:
-                    if self._address == "auto":
-                        ray.init(address="auto", log_to_driver=False, logging_level="warning")
-                    else:
-                        ray.init(self._address, log_to_driver=False, logging_level="warning")
+                    self._init_with_retry(ray)
                 except Exception as exc:
                     raise TargetError(
                         f"cannot connect to the Ray cluster {self.name}: "
@@ -270,6 +269,25 @@ class RayTarget:
             _ray_users += 1
         self._remote = ray.remote(max_retries=0)(_task_function())
         self._refresh_blocking()
+
+    def _init_with_retry(self, ray: Any) -> None:
+        """``ray.init`` with up to :data:`CONNECT_ATTEMPTS` tries, 2 s apart, for the refusal a
+        just-started head gives: its client proxier accepts the connection before it can start
+        the per-client server ("Initialization failure from server"). Other errors (a wrong
+        address, a version mismatch) fail at once."""
+        for attempt in range(1, CONNECT_ATTEMPTS + 1):
+            try:
+                if self._address == "auto":
+                    ray.init(address="auto", log_to_driver=False, logging_level="warning")
+                else:
+                    ray.init(self._address, log_to_driver=False, logging_level="warning")
+                return
+            except ConnectionAbortedError:
+                if attempt == CONNECT_ATTEMPTS:
+                    raise
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                time.sleep(2.0)
 
     def _refresh_blocking(self) -> None:
         resources = self._ray.cluster_resources()
