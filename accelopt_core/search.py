@@ -478,12 +478,11 @@ class BeamSearch:
 
     async def _evaluate_baseline(self) -> Candidate:
         source = self.original.source
-        warm = getattr(self.proposer, "warm", None)  # e.g. build the LLM clients meanwhile
         result, _ = await _gather(
             self.evaluator.evaluate(
                 source, source, self.entry, use_cache=False, source_name=self._name
             ),
-            warm() if warm is not None else asyncio.sleep(0),
+            self._warm_proposer(),  # e.g. build the LLM clients meanwhile
         )
         self._evaluated += 1
         cand = Candidate(
@@ -501,6 +500,16 @@ class BeamSearch:
         self._baseline = cand
         self._emit(CandidateEvaluated(cand))
         return cand
+
+    async def _warm_proposer(self) -> None:
+        """Let the proposer prepare (e.g. build its LLM clients) while the baseline is evaluated.
+        An optimization only: a failure here is left for the first real call to report."""
+        warm = getattr(self.proposer, "warm", None)
+        if warm is not None:
+            try:
+                await warm()
+            except Exception:
+                log.debug("proposer warm-up failed", exc_info=True)
 
     async def _iterate(self, beam: list[Candidate], iteration: int) -> list[Candidate]:
         """Plans for the whole beam at once, then every sample of every plan concurrently."""
