@@ -15,6 +15,7 @@ a stand-in for the paid LLM service, see tests/llm_double.py).
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -145,12 +146,17 @@ class LspSession:
 
     async def configure(self, settings: dict[str, Any]) -> None:
         """Change the client's ``accelopt`` settings and notify the server."""
-        _merge(self.settings, settings)
+        _merge(self.settings, copy.deepcopy(settings))
         self.client.set_configuration(self.settings, section="accelopt")
+        applied = self._settings_applied()
         self.client.workspace_did_change_configuration(
             types.DidChangeConfigurationParams(settings={"accelopt": self.settings})
         )
-        await asyncio.sleep(0.3)
+        # the server pulls workspace/configuration, applies it and logs "settings changed"
+        await self.wait_for(lambda: self._settings_applied() > applied, 60, "settings applied")
+
+    def _settings_applied(self) -> int:
+        return sum("settings changed" in m.message for m in self.client.log_messages)
 
     # -- waiting ------------------------------------------------------------------------------
 
@@ -236,7 +242,8 @@ async def start_session(
     env: dict[str, str] | None = None,
 ) -> tuple[LanguageClient, LspSession]:
     """Start ``python -m accelopt_server`` and run initialize/initialized."""
-    merged = _merge(_merge({}, BASE_SETTINGS), settings or {})
+    # deep copies: configure() merges into these dicts, and BASE_SETTINGS is shared by all tests
+    merged = _merge(copy.deepcopy(BASE_SETTINGS), copy.deepcopy(settings or {}))
     merged.setdefault("memoryDir", str(workspace / ".memory"))
     client = make_test_lsp_client()
     # Real editors answer dynamic registration (the server registers for configuration changes).
