@@ -16,50 +16,13 @@ import { ServerManager } from '../src/server';
 import { probeInterpreter } from '../src/serverProcess';
 import { StatusBar } from '../src/statusBar';
 import * as vscode from 'vscode';
+import { KERNEL_FILE, until } from './fixtures';
 import { ProgressLocation, standin } from './standin/vscode';
 
-/** A kernel file with its benchmark harness (DESIGN.md). */
-const KERNEL_FILE = `import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
-
-
-def scale(x):
-    out = torch.empty_like(x)
-    scale_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
-    return out
-
-
-def get_inputs(seed: int, device: str) -> tuple:
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    return (torch.randn(1024, generator=g).to(device),)
-
-
-def reference(x):
-    return x * 2.0
-
-
-BENCH = {"entry": scale}
-`;
 
 const SECRET = 'sk-standin-secret-1234';
+const logTail = (): string => standin.logLines.slice(-30).join('\n');
 
-async function until(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) {
-      assert.fail(`timed out waiting for ${what}\n${standin.logLines.slice(-30).join('\n')}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 test(
   'ServerManager + vscode-languageclient + the real server: start, optimize, progress notification, cancel, memory, stop',
@@ -124,7 +87,7 @@ test(
         message?: string;
       };
       assert.equal(started?.started, true, `optimize: ${JSON.stringify(started)}`);
-      await until('the search notification', () => standin.progress.some((p) => p.options.location === ProgressLocation.Notification), 60_000);
+      await until('the search notification', () => standin.progress.some((p) => p.options.location === ProgressLocation.Notification), 60_000, logTail);
       const note = standin.progress.find((p) => p.options.location === ProgressLocation.Notification)!;
       assert.equal(note.options.title, 'AccelOpt: optimizing scale_kernel');
       assert.equal(note.options.cancellable, true);
@@ -136,7 +99,7 @@ test(
       assert.match(item.text, /^\$\(sync~spin\) AccelOpt: optimizing scale_kernel/);
 
       note.cancel(); // the Cancel button
-      await until('the end of the cancelled search', () => note.done, 120_000);
+      await until('the end of the cancelled search', () => note.done, 120_000, logTail);
       assert.equal(item.text, '$(zap) AccelOpt: local');
       const jobs = parseJobs(await manager.query('accelopt.listJobs', []));
       assert.deepEqual(jobs.map((j) => [j.jobId, j.state]), [[started.jobId, 'cancelled']]);

@@ -33,38 +33,9 @@ import { kernelAt, kernelsFromLenses } from '../src/kernels';
 import { ProgressNotifications } from '../src/progress';
 import { chooseInterpreter } from '../src/interpreter';
 import { executableOptions, probeInterpreter, probeMessage, serverLaunch } from '../src/serverProcess';
+import { KERNEL_FILE, until } from './fixtures';
 import { ProgressLocation, standin } from './standin/vscode';
 
-/** A kernel file with its benchmark harness (DESIGN.md); only parsed here, never run. */
-const KERNEL_FILE = `import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
-
-
-def scale(x):
-    out = torch.empty_like(x)
-    scale_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
-    return out
-
-
-def get_inputs(seed: int, device: str) -> tuple:
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    return (torch.randn(1024, generator=g).to(device),)
-
-
-def reference(x):
-    return x * 2.0
-
-
-BENCH = {"entry": scale}
-`;
 
 const COMMANDS = [
   'accelopt.optimize',
@@ -162,15 +133,6 @@ async function shutdown(server: Running): Promise<void> {
   assert.equal(code, 0, `server exit status (stderr: ${server.stderr().slice(-2000)})`);
 }
 
-async function until(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) {
-      assert.fail(`timed out waiting for ${what}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 test('the real server starts from the extension command line and offers the accelopt.* commands', { timeout: 120_000 }, async (t) => {
   standin.reset();
