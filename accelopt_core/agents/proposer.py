@@ -242,17 +242,8 @@ class AgentProposer:
             "source": ctx.parent_source.rstrip("\n"),
         }
 
-        async def one() -> Sample:
-            try:
-                done = await self._call("executor", values)
-            except LLMError as exc:
-                return Sample(None, error=f"LLM unavailable: {exc}")
-            except Exception as exc:
-                log.exception("executor call failed unexpectedly")
-                return Sample(None, error=f"executor failed: {type(exc).__name__}: {exc}")
-            return self._sample(ctx, done, ctx.parent_source)
-
-        return list(await asyncio.gather(*(one() for _ in range(k))))
+        samples = (self._code_call("executor", values, ctx, ctx.parent_source) for _ in range(k))
+        return list(await asyncio.gather(*samples))
 
     async def fix(
         self, ctx: ProposalContext, plan: Plan, source: str, result: EvalResult
@@ -270,14 +261,21 @@ class AgentProposer:
             "error": f"{where}message:\n{message}",
             "excerpt": error_excerpt(source, result.line),
         }
+        return await self._code_call("fixer", values, ctx, source)
+
+    async def _code_call(
+        self, role: str, values: dict[str, str], ctx: ProposalContext, current_source: str
+    ) -> Sample:
+        """One executor or fixer call whose reply edits ``current_source``; an unreachable LLM or
+        any other failure becomes a Sample with ``source=None`` and the reason."""
         try:
-            done = await self._call("fixer", values)
+            done = await self._call(role, values)
         except LLMError as exc:
             return Sample(None, error=f"LLM unavailable: {exc}")
         except Exception as exc:
-            log.exception("fixer call failed unexpectedly")
-            return Sample(None, error=f"fixer failed: {type(exc).__name__}: {exc}")
-        return self._sample(ctx, done, source)
+            log.exception("%s call failed unexpectedly", role)
+            return Sample(None, error=f"{role} failed: {type(exc).__name__}: {exc}")
+        return self._sample(ctx, done, current_source)
 
     async def summarize(
         self, ctx: ProposalContext, plan: Plan, slow_source: str, fast_source: str, speedup: float
