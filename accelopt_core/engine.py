@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from accelopt_core.evaluation import EvaluationCache, Evaluator
-from accelopt_core.kernels import KernelFile
+from accelopt_core.kernelfile import KernelFile
 from accelopt_core.memory import OptimizationMemory, ResultsStore
+from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Proposer
-from accelopt_core.results import EvalResult
 from accelopt_core.search import BeamSearch, SearchReport
 from accelopt_core.settings import Settings
 from accelopt_core.targets import make_target
@@ -126,10 +126,10 @@ class Engine:
         if self._proposer_factory is not None:
             return self._proposer_factory(self.settings)
         if self.settings.llm.configured:
-            from accelopt_core.agents import AgentProposer
+            from accelopt_core.proposers.agents import AgentProposer
 
             return AgentProposer(self.settings)
-        from accelopt_core.offline import OfflineProposer
+        from accelopt_core.proposers.offline import OfflineProposer
 
         return OfflineProposer()
 

@@ -16,14 +16,14 @@ The numbers are per device (per NeuronCore for Trainium), dense, from the vendor
   (no FP32 figure: the compute roof is left out for FP32 kernels).
 
 Units: TFLOP/s = 1e12 FLOP/s, GB/s = 1e9 B/s. The roofline arithmetic lives in
-:func:`accelopt_core.worker.roofline` (one implementation, shipped to targets).
+:func:`accelopt_core.onsite.worker.roofline` (one implementation, shipped to targets).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from accelopt_core.worker import match_peak_entry, roofline
+from accelopt_core.onsite.worker import match_peak_entry, roofline
 
 _GIB = 2**30 / 1e9  # GB per GiB
 

@@ -30,11 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accelopt_core.agents import AgentProposer  # noqa: E402
 from accelopt_core.evaluation import Evaluator  # noqa: E402
-from accelopt_core.kernels import parse_kernel_file  # noqa: E402
+from accelopt_core.kernelfile import parse_kernel_file  # noqa: E402
 from accelopt_core.memory import OptimizationMemory  # noqa: E402
-from accelopt_core.results import EvalRequest, EvalResult  # noqa: E402
+from accelopt_core.onsite.protocol import EvalRequest, EvalResult  # noqa: E402
+from accelopt_core.proposers.agents import AgentProposer  # noqa: E402
 from accelopt_core.search import BeamSearch  # noqa: E402
 from accelopt_core.settings import load_settings  # noqa: E402
 from tests.llm_double import TEST_API_KEY, LLMDouble, RecordedRequest, delay, text  # noqa: E402

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from accelopt_core.results import EvalRequest  # noqa: E402
+from accelopt_core.onsite.protocol import EvalRequest  # noqa: E402
 from accelopt_core.settings import Settings  # noqa: E402
 from accelopt_core.targets.local import LocalTarget  # noqa: E402
 from tests.remote_fixtures import LoopbackRayHead, LoopbackSSHD  # noqa: E402

@@ -9,7 +9,7 @@ cost accounting) runs unchanged against it.
 Scripting. Each request is resolved, in this order, by: the queue for its role, the shared
 queue, the ``script`` callable, and finally a default text reply naming the role. The role is
 read from the first line of the system message (``ROLE: planner``), which every prompt file of
-:mod:`accelopt_core.agents` starts with. A scripted answer is a :class:`Reply` or a plain ``str``
+:mod:`accelopt_core.proposers.agents` starts with. A scripted answer is a :class:`Reply` or a plain ``str``
 (the assistant message). Helpers build the other behaviours:
 
 - :func:`text` — an assistant message (optionally with explicit token counts / finish reason);

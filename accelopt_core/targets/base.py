@@ -1,8 +1,8 @@
 """The Target protocol: where candidates are evaluated.
 
-A target takes an :class:`~accelopt_core.results.EvalRequest`, runs the self-contained worker
-(:mod:`accelopt_core.worker`) where the hardware is, and returns an
-:class:`~accelopt_core.results.EvalResult`. Implementations: ``local`` (subprocesses here),
+A target takes an :class:`~accelopt_core.onsite.protocol.EvalRequest`, runs the self-contained worker
+(:mod:`accelopt_core.onsite.worker`) where the hardware is, and returns an
+:class:`~accelopt_core.onsite.protocol.EvalResult`. Implementations: ``local`` (subprocesses here),
 ``ssh`` (a remote machine over asyncssh) and ``ray`` (tasks on a Ray cluster). The search
 only sees this protocol.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from accelopt_core.results import EvalRequest, EvalResult
+from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 
 
 class TargetError(Exception):

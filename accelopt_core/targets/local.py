@@ -19,7 +19,7 @@ import sys
 import time
 from importlib import metadata
 
-from accelopt_core.results import EvalRequest, EvalResult
+from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
 

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from accelopt_core.results import EvalRequest, EvalResult
+from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets.base import TargetError
 

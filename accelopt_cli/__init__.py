@@ -1,0 +1,1 @@
+"""The ``accelopt`` command line: optimize, profile, memory and target commands."""

@@ -1,0 +1,193 @@
+"""Shared records: the evaluation request sent to a target and the result it returns.
+
+Standard library only: the host imports it as ``accelopt_core.onsite.protocol`` and the target as
+part of the shipped onsite package. The worker speaks the schema as plain JSON dicts. :meth:`EvalRequest.to_json` and
+:meth:`EvalResult.from_dict` are the two ends of that wire format.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+EvalStatus = Literal["ok", "compile_error", "incorrect", "runtime_error", "timeout", "rejected"]
+EVAL_STATUSES: tuple[str, ...] = (
+    "ok",
+    "compile_error",
+    "incorrect",
+    "runtime_error",
+    "timeout",
+    "rejected",
+)
+TimingMode = Literal["cuda", "interpreter", "neuron", "none"]
+
+#: Version of the harness/worker protocol; recorded with every result and part of cache keys.
+HARNESS_VERSION = "1"
+
+#: Prefix of the worker's one result line, the last line of its stdout.
+SENTINEL = "@@ACCELOPT_RESULT@@ "
+
+
+def parse_result_line(text: str | bytes) -> dict | None:
+    """The result dict from a worker's stdout: the JSON after the LAST line that starts with
+    the sentinel ``@@ACCELOPT_RESULT@@ ``. None when there is no parseable result line."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    for line in reversed(text.splitlines()):
+        if line.startswith(SENTINEL):
+            try:
+                data = json.loads(line[len(SENTINEL) :])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def signal_name(num: int) -> str:
+    """``"SIGKILL"`` for 9; ``"signal 99"`` for a number with no name."""
+    import signal
+
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def tail(data: bytes, limit: int = 800) -> str:
+    """The last ``limit`` characters of ``data`` (UTF-8, stripped), ``"..."``-prefixed if cut."""
+    text = data.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+@dataclass
+class EvalRequest:
+    """One candidate to evaluate on a target.
+
+    Attributes:
+        candidate_source: the full candidate module (kernels + launcher; its own harness, if
+            any, is ignored).
+        harness_source: the ORIGINAL file's full source; ``get_inputs``, ``reference`` and
+            ``BENCH`` are always taken from it, never from the candidate.
+        entry: name of the launcher function that is timed (``BENCH["entry"].__name__``).
+        baseline_source: the baseline kernel module, used by the static gate to allow only
+            the low-precision dtypes the baseline already had. Defaults to ``harness_source``.
+        seeds: correctness seeds (inputs for timing use ``timing_seed``, which is not among them).
+        timing_seed: seed of the timing inputs.
+        warmup_ms / rep_ms: ``triton.testing.do_bench`` warm-up and repetition times (ms).
+        timeout_s: hard wall-clock limit of the whole evaluation (s).
+        memory_limit_mb: limit of the candidate process's memory (MiB).
+        peaks: roofline peak table (see :func:`accelopt_core.hardware.peak_table`) so the worker
+            can report % of peak without importing this project.
+        device: device index / core id to pin to, or None for the default.
+        timing: "auto" (CUDA when available, else the Triton interpreter), "interpreter" or
+            "none" (correctness only).
+        source_name: file name shown in messages (``softmax.py``).
+    """
+
+    candidate_source: str
+    harness_source: str
+    entry: str
+    baseline_source: str | None = None
+    seeds: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
+    timing_seed: int = 1000
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    timeout_s: float = 120.0
+    memory_limit_mb: int = 8192
+    peaks: dict[str, Any] = field(default_factory=dict)
+    device: str | None = None
+    timing: Literal["auto", "interpreter", "none"] = "auto"
+    source_name: str = "candidate.py"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form, the worker's stdin."""
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+
+@dataclass
+class EvalResult:
+    """What one evaluation of a candidate measured.
+
+    Attributes:
+        status: ``ok`` (compiled, correct on every seed, timed), ``compile_error``,
+            ``incorrect``, ``runtime_error`` (crash, signal, memory limit, ...), ``timeout``
+            or ``rejected`` (static gate, implausible timing over 100% of peak, ...).
+        latency_ms / p20_ms / p80_ms: median and 20th/80th percentile latency in ms.
+        timing: ``cuda`` (do_bench on a GPU, L2 flushed), ``interpreter`` (TRITON_INTERPRET=1
+            on CPU: says nothing about GPU speed), ``neuron`` or ``none``.
+        max_abs_error / max_rel_error: worst error against the reference over all seeds.
+        gbps / tflops: achieved GB/s (1e9 bytes/s) and TFLOP/s from the harness's bytes/flops.
+        pct_of_peak: roofline time / measured latency x 100 (only for GPU/Neuron timing).
+        bound: which roof applies, ``memory`` (HBM) or ``compute``.
+        device: device name as reported by the runtime (``NVIDIA H100 80GB HBM3``, ``cpu``).
+        versions: python/torch/triton/neuronxcc versions.
+        message: short human-readable reason for a failure (or a note for ``ok``).
+        line: 1-based line in the candidate source where a failure happened, if known.
+        warnings: non-fatal notes (e.g. the candidate printed to stdout).
+        cached: True when this result came from the evaluation cache.
+        eval_s: wall time of the evaluation in s (target overhead included).
+    """
+
+    status: EvalStatus
+    latency_ms: float | None = None
+    p20_ms: float | None = None
+    p80_ms: float | None = None
+    timing: TimingMode = "none"
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    gbps: float | None = None
+    tflops: float | None = None
+    pct_of_peak: float | None = None
+    bound: Literal["memory", "compute"] | None = None
+    device: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    harness_version: str = HARNESS_VERSION
+    message: str | None = None
+    line: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    cached: bool = False
+    eval_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the candidate compiled, was correct on every seed and was timed."""
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        """Build from the worker's JSON, ignoring unknown keys. Raises ValueError when
+        ``status`` is missing or not one of :data:`EVAL_STATUSES`."""
+        status = data.get("status")
+        if status not in EVAL_STATUSES:
+            raise ValueError(f"invalid evaluation status {status!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    @classmethod
+    def failure(
+        cls, status: EvalStatus, message: str, line: int | None = None, **extra: Any
+    ) -> EvalResult:
+        """A failed result with a message (and the candidate line, if known)."""
+        return cls(status=status, message=message, line=line, **extra)
+
+    def summary(self) -> str:
+        """One line for code lenses and terminals: ``0.41 ms · 62% of HBM peak · correct``."""
+        if not self.ok:
+            where = f" (line {self.line})" if self.line else ""
+            return f"{self.status.replace('_', ' ')}{where}: {self.message or ''}".strip()
+        parts = [f"{self.latency_ms:.3g} ms" if self.latency_ms is not None else "untimed"]
+        if self.pct_of_peak is not None:
+            roof = "HBM" if self.bound == "memory" else "compute"
+            parts.append(f"{self.pct_of_peak:.0f}% of {roof} peak")
+        parts.append("correct")
+        if self.timing == "interpreter":
+            parts.append("interpreter")
+        return " · ".join(parts)

@@ -1,0 +1,143 @@
+"""What the beam search asks of whoever proposes rewrites.
+
+Two implementations: :class:`accelopt_core.proposers.offline.OfflineProposer` (no LLM: rewrites launch
+parameters such as ``BLOCK_SIZE``, ``num_warps``, ``num_stages``) and
+:class:`accelopt_core.proposers.agents.AgentProposer` (planner / executor / summarizer / fixer LLM agents,
+as in AccelOpt, arXiv 2511.15915).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from accelopt_core.onsite.protocol import EvalResult
+
+if TYPE_CHECKING:
+    from accelopt_core.kernelfile import KernelFile
+
+
+@dataclass
+class Usage:
+    """Token usage of one or more LLM calls, and their cost in USD (0 without a price table)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.calls += other.calls
+        self.cost_usd += other.cost_usd
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "calls": self.calls,
+            "cost_usd": round(self.cost_usd, 6),
+        }
+
+
+@dataclass
+class Plan:
+    """One optimization plan for a parent candidate (planner output).
+
+    ``title`` is short (shown in code actions: ``single-pass online softmax``); ``text`` is the
+    full plan the executor implements. ``data`` carries proposer-private details (the offline
+    proposer stores the parameter it changes there).
+    """
+
+    title: str
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Sample:
+    """One implementation of a plan (executor or fixer output).
+
+    ``source`` is the complete candidate module, or None when the reply held no usable code;
+    then ``error`` says why (no code block, SEARCH/REPLACE block that does not apply, ...).
+    """
+
+    source: str | None
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class Rule:
+    """A slow->fast rewrite distilled into a reusable rule (summarizer output)."""
+
+    title: str
+    rule: str
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class ProposalContext:
+    """Everything an agent may look at when proposing for one parent candidate.
+
+    Attributes:
+        original: the user's file as parsed (its harness is authoritative).
+        kernel_name: the kernel being optimized; ``entry`` its launcher.
+        parent_source: the parent candidate's full module source.
+        parent_result: the parent's evaluation (latency, % of peak, ...).
+        baseline_result: the original file's evaluation.
+        positives / negatives: experiences retrieved from the optimization memory
+            (:class:`accelopt_core.memory.Experience`).
+        iteration: 1-based iteration of the beam search.
+    """
+
+    original: KernelFile
+    kernel_name: str
+    entry: str
+    parent_source: str
+    parent_result: EvalResult
+    baseline_result: EvalResult
+    positives: list[Any] = field(default_factory=list)
+    negatives: list[Any] = field(default_factory=list)
+    iteration: int = 1
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    """Proposes plans and implements them. Methods never raise for a bad LLM reply or an
+    unreachable endpoint: they return fewer plans, or Samples with ``source=None``; they raise
+    only on cancellation."""
+
+    name: str
+
+    async def plan(self, ctx: ProposalContext, n: int) -> list[Plan]:
+        """Up to ``n`` distinct plans for the parent in ``ctx`` (N plans per candidate)."""
+        ...
+
+    async def implement(self, ctx: ProposalContext, plan: Plan, k: int) -> list[Sample]:
+        """``k`` implementations of ``plan`` applied to ``ctx.parent_source`` (K samples)."""
+        ...
+
+    async def fix(
+        self, ctx: ProposalContext, plan: Plan, source: str, result: EvalResult
+    ) -> Sample | None:
+        """One repair attempt for a candidate that failed to compile or was incorrect;
+        None when this proposer does not repair."""
+        ...
+
+    async def summarize(
+        self, ctx: ProposalContext, plan: Plan, slow_source: str, fast_source: str, speedup: float
+    ) -> Rule:
+        """Distill a slow->fast pair into a reusable rule (negative when speedup <= 1)."""
+        ...
+
+    def usage(self) -> dict[str, Usage]:
+        """Tokens and cost so far, per role (``planner``, ``executor``, ...)."""
+        ...

@@ -1,0 +1,461 @@
+"""The offline proposer: no LLM, it retunes launch parameters.
+
+:class:`OfflineProposer` implements :class:`accelopt_core.proposers.Proposer` by finding the
+tunable launch parameters of a kernel in its launcher (AST, exact source ranges) and changing
+their values:
+
+* constexpr block sizes passed as keywords in the launch, ``kernel[grid](..., BLOCK_SIZE=32)``,
+  or through a local of the launcher, ``BLOCK_SIZE = 32`` ... ``BLOCK_SIZE=BLOCK_SIZE``;
+* ``num_warps=`` and ``num_stages=`` keywords of the launch (literals or launcher locals).
+
+Plans are single changes such as ``BLOCK_SIZE 32 -> 128`` or ``num_warps 1 -> 4``; samples
+apply a plan (the first exactly, the others with one more change). Rewrites replace only the
+integer literal's text, so everything else in the module stays byte-identical.
+
+Bounds (Triton block shapes must be powers of two; ``tl.dot`` needs every dimension >= 16,
+and matmul tiles above 128 rarely fit shared memory): block sizes 16..8192, but 16..128 for
+kernels that call ``tl.dot``; ``num_warps`` 1, 2, 4, 8, 16; ``num_stages`` 1..5.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from accelopt_core.kernelfile import SourceRange, parse_kernel_file, source_fingerprint, split_lines
+from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.proposers import Plan, ProposalContext, Rule, Sample, Usage
+
+__all__ = [
+    "TunableParam",
+    "Change",
+    "find_tunables",
+    "allowed_values",
+    "apply_changes",
+    "OfflineProposer",
+]
+
+ParamKind = Literal["block", "num_warps", "num_stages"]
+
+BLOCK_MIN, BLOCK_MAX, DOT_BLOCK_MAX = 16, 8192, 128
+WARPS = (1, 2, 4, 8, 16)
+STAGES = (1, 2, 3, 4, 5)
+#: Largest step (in doublings) preferred before bigger jumps are tried.
+PREFERRED_MAX_STEP = 3
+
+
+@dataclass(frozen=True)
+class TunableParam:
+    """One launch parameter whose value is an integer literal in the source.
+
+    Attributes:
+        name: ``BLOCK_SIZE``, ``BLOCK_M``, ``num_warps``, ``num_stages``, ...
+        kind: ``block`` (a block-size constexpr), ``num_warps`` or ``num_stages``.
+        value: its current value.
+        range: the exact range of the integer literal (what a rewrite replaces).
+        launcher: the launcher function holding it.
+        kernel: the kernel whose launch it feeds.
+        origin: ``launch`` (a keyword literal in ``kernel[grid](...)``) or ``assignment``
+            (``NAME = <int>`` in the launcher, passed on by name).
+        uses_dot: the kernel calls ``tl.dot`` (tighter bounds for block sizes).
+    """
+
+    name: str
+    kind: ParamKind
+    value: int
+    range: SourceRange
+    launcher: str
+    kernel: str
+    origin: Literal["launch", "assignment"]
+    uses_dot: bool = False
+    primary: bool = True
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.launcher, self.kernel, self.name)
+
+    @property
+    def label(self) -> str:
+        """``BLOCK_SIZE``, or ``num_warps (final_sum_kernel)`` for a sibling kernel's launch."""
+        return self.name if self.primary else f"{self.name} ({self.kernel})"
+
+
+@dataclass(frozen=True)
+class Change:
+    """Set ``param`` to ``new``."""
+
+    param: TunableParam
+    new: int
+
+    @property
+    def title(self) -> str:
+        return f"{self.param.label} {self.param.value} -> {self.new}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "launcher": self.param.launcher,
+            "kernel": self.param.kernel,
+            "name": self.param.name,
+            "label": self.param.label,
+            "old": self.param.value,
+            "new": self.new,
+            "line": self.param.range.start_line,
+        }
+
+
+def _int_literal(node: ast.expr | None) -> int | None:
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int)
+        and not isinstance(node.value, bool)
+    ):
+        return node.value
+    return None
+
+
+def _kind(name: str, constexpr: set[str]) -> ParamKind | None:
+    if name == "num_warps":
+        return "num_warps"
+    if name == "num_stages":
+        return "num_stages"
+    if name in constexpr and ("BLOCK" in name.upper() or "TILE" in name.upper()):
+        return "block"
+    return None
+
+
+def _range(lines: list[str], node: ast.AST) -> SourceRange:
+    def col(line: int, byte_col: int) -> int:
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        if text.isascii():
+            return byte_col
+        return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+    line = node.lineno  # type: ignore[attr-defined]
+    end_line = node.end_lineno or line  # type: ignore[attr-defined]
+    return SourceRange(
+        line,
+        col(line, node.col_offset),  # type: ignore[attr-defined]
+        end_line,
+        col(end_line, node.end_col_offset or 0),  # type: ignore[attr-defined]
+    )
+
+
+def find_tunables(source: str, kernel_name: str) -> list[TunableParam]:
+    """The tunable launch parameters in the launchers of ``kernel_name``, in source order.
+
+    Covers the launches of ``kernel_name`` (``primary``) and of other Triton kernels launched
+    by the same launchers (their time is part of the entry's latency), one parameter per
+    (launcher, kernel, name). Empty when the source does not parse, the kernel is not there,
+    or the launches pass no integer literal (e.g. block sizes from ``@triton.autotune``).
+    Never raises."""
+    try:
+        return _find_tunables(source, kernel_name)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+
+
+def _find_tunables(source: str, kernel_name: str) -> list[TunableParam]:
+    kf = parse_kernel_file(source)
+    if not kf.ok or kernel_name not in kf.kernel_names:
+        return []
+    if kf.kernel(kernel_name).backend != "triton":
+        return []
+    kernels = {k.name: k for k in kf.kernels if k.backend == "triton"}
+    launchers = {la.name for la in kf.launchers if kernel_name in la.kernels}
+    tree = ast.parse(source)
+    lines = split_lines(source)
+    found: dict[tuple[str, str, str], TunableParam] = {}
+    for fn in tree.body:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name not in launchers:
+            continue
+        # Launcher locals assigned an integer literal, and how often each name is bound.
+        assigns: list[tuple[int, str, ast.Constant]] = []
+        stores: dict[str, int] = {}
+        for node in ast.walk(fn):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and _int_literal(node.value) is not None
+            ):
+                assigns.append((node.lineno, node.targets[0].id, node.value))  # type: ignore[arg-type]
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stores[node.id] = stores.get(node.id, 0) + 1
+        calls = sorted(
+            (
+                n
+                for n in ast.walk(fn)
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Subscript)
+                and isinstance(n.func.value, ast.Name)
+                and n.func.value.id in kernels
+            ),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
+        for call in calls:
+            kname = call.func.value.id  # type: ignore[attr-defined]
+            kernel = kernels[kname]
+            constexpr = set(kernel.constexpr_params)
+            uses_dot = any(name.split(".")[-1] == "dot" for name, _ in kernel.api_calls)
+            for kw in call.keywords:
+                if kw.arg is None:
+                    continue
+                kind = _kind(kw.arg, constexpr)
+                if kind is None:
+                    continue
+                literal: ast.Constant | None = None
+                origin: Literal["launch", "assignment"] = "launch"
+                if _int_literal(kw.value) is not None:
+                    literal = kw.value  # type: ignore[assignment]
+                elif isinstance(kw.value, ast.Name):
+                    name = kw.value.id
+                    # Only a local bound once, by a plain `NAME = <int>`, is safe to rewrite.
+                    mine = [a for a in assigns if a[1] == name and a[0] <= call.lineno]
+                    if mine and stores.get(name) == 1:
+                        literal = mine[-1][2]
+                        origin = "assignment"
+                if literal is None:
+                    continue
+                rng = _range(lines, literal)
+                key = (fn.name, kname, kw.arg)
+                if key in found or any(p.range == rng for p in found.values()):
+                    continue  # one literal feeding two launches is tuned once
+                found[key] = TunableParam(
+                    name=kw.arg,
+                    kind=kind,
+                    value=int(literal.value),
+                    range=rng,
+                    launcher=fn.name,
+                    kernel=kname,
+                    origin=origin,
+                    uses_dot=uses_dot,
+                    primary=kname == kernel_name,
+                )
+    return sorted(found.values(), key=lambda p: (not p.primary, p.range))
+
+
+def allowed_values(param: TunableParam) -> list[int]:
+    """Values ``param`` may take (its current value excluded), ascending.
+
+    Blocks: powers of two in 16..8192 (16..128 for ``tl.dot`` kernels); num_warps: 1..16,
+    powers of two; num_stages: 1..5."""
+    if param.kind == "num_warps":
+        values = list(WARPS)
+    elif param.kind == "num_stages":
+        values = list(STAGES)
+    else:
+        top = DOT_BLOCK_MAX if param.uses_dot else BLOCK_MAX
+        values = [2**e for e in range(int(math.log2(BLOCK_MIN)), int(math.log2(top)) + 1)]
+    return [v for v in values if v != param.value]
+
+
+def _step(param: TunableParam, new: int) -> float:
+    """Size of a move: doublings for blocks and warps, stages counted linearly."""
+    if param.kind == "num_stages":
+        return float(abs(new - param.value))
+    return abs(math.log2(new) - math.log2(max(param.value, 1)))
+
+
+def _ranked_moves(param: TunableParam, rng: random.Random) -> list[Change]:
+    """Moves for one parameter, preferred first: the largest steps up to 8x (3 doublings)
+    first, then the bigger jumps; ties (up vs down) in an order drawn from ``rng``."""
+    values = allowed_values(param)
+    rng.shuffle(values)
+    values.sort(key=lambda v: (_step(param, v) > PREFERRED_MAX_STEP, -_step(param, v)))
+    return [Change(param, v) for v in values]
+
+
+def apply_changes(source: str, changes: list[Change]) -> str:
+    """``source`` with each change's integer literal replaced by its new value; every other
+    character is kept. Raises ValueError when two changes touch the same literal."""
+    lines = split_lines(source)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, col: int) -> int:
+        return starts[line - 1] + col
+
+    spans = sorted(
+        ((offset(*c.param.range.start), offset(*c.param.range.end), str(c.new)) for c in changes),
+        reverse=True,
+    )
+    for (s1, _, _), (_, e2, _) in zip(spans, spans[1:], strict=False):
+        if e2 > s1:
+            raise ValueError("two changes overlap the same literal")
+    out = source
+    for start, end, text in spans:
+        out = out[:start] + text + out[end:]
+    return out
+
+
+def _describe(change: Change) -> str:
+    p = change.param
+    verb = "Raise" if change.new > p.value else "Lower"
+    where = "the launch keyword" if p.origin == "launch" else f"the local {p.name} = ..."
+    return (
+        f"{verb} {p.name} from {p.value} to {change.new} in {p.launcher} (the launch of "
+        f"{p.kernel}; {where}, line {p.range.start_line})."
+    )
+
+
+@dataclass
+class OfflineProposer:
+    """Proposer without an LLM: plans change one launch parameter, samples apply them.
+
+    Deterministic given ``seed``: the same parents in the same order get the same plans.
+    Plans already proposed for a parent (by source fingerprint) are not proposed again.
+    """
+
+    seed: int = 0
+    name: str = "offline"
+    _rng: random.Random = field(init=False, repr=False)
+    _tried: dict[tuple[str, str], set[tuple[str, str, str, int]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+
+    _made: dict[tuple[str, str], set[str]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    # ----------------------------------------------------------------------------------------
+
+    def _moves(self, source: str, kernel_name: str) -> list[list[Change]]:
+        params = find_tunables(source, kernel_name)
+        return [_ranked_moves(p, self._rng) for p in params]
+
+    async def plan(self, ctx: ProposalContext, n: int) -> list[Plan]:
+        """Up to ``n`` plans, each one change not yet proposed for this parent, taken
+        round-robin over the parameters (in an order drawn from the seed), preferred moves
+        first. Fewer (or none) when the launcher exposes nothing left to change."""
+        per_param = self._moves(ctx.parent_source, ctx.kernel_name)
+        self._rng.shuffle(per_param)
+        tried = self._tried.setdefault(
+            (source_fingerprint(ctx.parent_source), ctx.kernel_name), set()
+        )
+        plans: list[Plan] = []
+        queues = [list(moves) for moves in per_param]
+        while len(plans) < n and any(queues):
+            for queue in queues:
+                while queue:
+                    change = queue.pop(0)
+                    mark = (*change.param.key, change.new)
+                    if mark in tried:
+                        continue
+                    tried.add(mark)
+                    plans.append(self._plan(change))
+                    break
+                if len(plans) >= n:
+                    break
+        return plans
+
+    def _plan(self, change: Change) -> Plan:
+        return Plan(
+            title=change.title,
+            text=_describe(change),
+            data={"changes": [change.to_dict()]},
+        )
+
+    async def implement(self, ctx: ProposalContext, plan: Plan, k: int) -> list[Sample]:
+        """Up to ``k`` samples: the first applies ``plan`` exactly; each further one adds one
+        change of another parameter (preferred moves first), skipping candidates already
+        produced for this parent by an earlier plan, so fewer than ``k`` may come back. A plan whose parameter
+        is no longer in the parent gives one Sample with ``source=None`` and the reason."""
+        source = ctx.parent_source
+        wanted = plan.data.get("changes") or []
+        params = {p.key: p for p in find_tunables(source, ctx.kernel_name)}
+        base: list[Change] = []
+        for spec in wanted:
+            p = params.get((spec.get("launcher"), spec.get("kernel"), spec.get("name")))
+            if p is None:
+                return [
+                    Sample(
+                        None,
+                        error=(
+                            f"launch parameter {spec.get('name')} not found in launcher "
+                            f"{spec.get('launcher')} of {ctx.kernel_name}"
+                        ),
+                    )
+                ]
+            base.append(Change(p, int(spec["new"])))
+        if not base or k < 1:
+            return [] if k < 1 else [Sample(None, error="plan holds no change")]
+        first = apply_changes(source, base)
+        made = self._made.setdefault((source_fingerprint(source), ctx.kernel_name), set())
+        made.add(_digest(first))
+        samples = [Sample(first)]
+        touched = {c.param.key for c in base}
+        extras = [_ranked_moves(p, self._rng) for key, p in params.items() if key not in touched]
+        self._rng.shuffle(extras)
+        # Extra changes round-robin over the other parameters, skipping any candidate this
+        # parent already produced (plan A + change B == plan B + change A).
+        while len(samples) < k and any(extras):
+            for queue in extras:
+                if not queue or len(samples) >= k:
+                    continue
+                candidate = apply_changes(source, [*base, queue.pop(0)])
+                if _digest(candidate) not in made:
+                    made.add(_digest(candidate))
+                    samples.append(Sample(candidate))
+        return samples
+
+    async def fix(
+        self, ctx: ProposalContext, plan: Plan, source: str, result: EvalResult
+    ) -> Sample | None:
+        """The offline proposer does not repair candidates: always None."""
+        return None
+
+    async def summarize(
+        self, ctx: ProposalContext, plan: Plan, slow_source: str, fast_source: str, speedup: float
+    ) -> Rule:
+        """A deterministic rule from the parameter changes between ``slow_source`` and
+        ``fast_source`` (falling back to the plan) and the speedup (slow / fast latency):
+        ``Raise BLOCK_SIZE from 32 to 128 in softmax_kernel: 3.1x faster``, or a negative rule
+        when ``speedup <= 1``."""
+        changes = _diff_params(slow_source, fast_source, ctx.kernel_name)
+        if not changes:
+            changes = [
+                (str(c.get("label") or c.get("name")), int(c.get("old", 0)), int(c.get("new", 0)))
+                for c in plan.data.get("changes", [])
+            ]
+        kernel = ctx.kernel_name
+        if changes:
+            what = " and ".join(
+                f"{'raise' if new > old else 'lower'} {name} from {old} to {new}"
+                for name, old, new in changes
+            )
+        else:
+            what = plan.title or "this change"
+        what = what[0].upper() + what[1:]
+        if speedup > 1:
+            rule = f"{what} in {kernel}: {speedup:.2g}x faster"
+            title = f"{what}"
+        else:
+            slower = f"{1 / speedup:.2g}x slower" if speedup > 0 else "no gain"
+            rule = f"Do not {what[0].lower() + what[1:]} in {kernel}: {slower} ({speedup:.2g}x)"
+            title = f"Avoid: {what[0].lower() + what[1:]}"
+        return Rule(title=title[:80], rule=rule, usage=Usage())
+
+    def usage(self) -> dict[str, Usage]:
+        """No LLM, no tokens: always ``{}``."""
+        return {}
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _diff_params(slow: str, fast: str, kernel_name: str) -> list[tuple[str, int, int]]:
+    before = {p.key: p for p in find_tunables(slow, kernel_name)}
+    after = {p.key: p for p in find_tunables(fast, kernel_name)}
+    out = []
+    for key, p in before.items():
+        q = after.get(key)
+        if q is not None and q.value != p.value:
+            out.append((p.label, p.value, q.value))
+    return out

@@ -1,0 +1,358 @@
+"""Pure functions that turn agent replies into plans, samples and rules.
+
+Nothing here calls a model or raises on a bad reply: a reply that holds no usable code becomes
+``Sample(source=None, error=<why>)`` with a message the search shows to the user (and logs with
+the candidate). The only exceptions are :func:`parse_plan_reply` / :func:`parse_rule_reply` on
+an empty reply (ValueError), which the proposer turns into "fewer plans" / a fallback rule.
+
+Executor and fixer replies come in two forms (see ``prompts/executor.txt``):
+
+1. one fenced code block (```` ```python ````, ```` ```py ````, or an untagged fence) holding
+   the complete module. With several blocks, the largest one that parses (and defines the
+   launcher, when it is known) is taken; an unclosed fence means the reply was cut off.
+2. SEARCH/REPLACE edit blocks (``<<<<<<< SEARCH`` / ``=======`` / ``>>>>>>> REPLACE``, the
+   format of aider), applied in order to the current source. A SEARCH part must match a
+   contiguous run of whole lines: exactly first (the first occurrence wins), then ignoring
+   leading and trailing whitespace on every line, in which case the replacement is re-indented
+   by the difference in indentation of the first line.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING
+
+from accelopt_core.proposers import Plan, Rule, Sample
+
+if TYPE_CHECKING:
+    from accelopt_core.kernelfile import KernelFile
+
+NO_CODE = "reply held no code"
+NO_OP = "edit is a no-op"
+TITLE_MAX = 80
+
+_PY_LANGS = {"", "python", "py", "python3", "py3", "triton", "nki"}
+_FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*$", re.M)
+_EDIT_START = re.compile(r"^[ \t]*<{5,9}[ \t]*SEARCH\b[^\n]*$", re.M)
+_EDIT_DIVIDER = re.compile(r"^[ \t]*={5,9}[ \t]*$")
+_EDIT_END = re.compile(r"^[ \t]*>{5,9}[ \t]*REPLACE\b")
+_TITLE_LINE = re.compile(r"^[\s>#*_-]*title[\s*_]*:[\s*_]*(.+)$", re.I)
+_RULE_LINE = re.compile(r"^[\s>#*_-]*rule[\s*_]*:[\s*_]*(.*)$", re.I)
+_SECTION_END = re.compile(
+    r"^[\s>#*_-]*(slow|fast|original|optimized)[\w ]*(pattern|code|version)?[\s*_]*:", re.I
+)
+
+
+# -- code blocks -----------------------------------------------------------------------------
+def fenced_blocks(reply: str) -> tuple[list[tuple[str, str]], bool]:
+    """The fenced blocks of ``reply`` as ``(language, body)`` pairs, in order, and whether a
+    fence was left open (the reply was cut off inside a block)."""
+    blocks: list[tuple[str, str]] = []
+    lines = reply.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _FENCE_OPEN.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, lang = m.group(1), m.group(2).lower()
+        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+        j = i + 1
+        while j < len(lines) and not close.match(lines[j]):
+            j += 1
+        if j >= len(lines):
+            return blocks, True
+        blocks.append((lang, "\n".join(lines[i + 1 : j]) + "\n"))
+        i = j + 1
+    return blocks, False
+
+
+def _defines(tree: ast.Module, name: str) -> bool:
+    return any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name
+        for node in tree.body
+    )
+
+
+def _syntax_error(code: str) -> SyntaxError | None:
+    try:
+        ast.parse(code)
+    except SyntaxError as exc:
+        return exc
+    except ValueError as exc:  # null bytes
+        return SyntaxError(str(exc))
+    return None
+
+
+def _describe(exc: SyntaxError, what: str) -> str:
+    where = f" line {exc.lineno}" if exc.lineno else ""
+    return f"{what} has a syntax error{where}: {exc.msg}"
+
+
+def _code_from_blocks(reply: str, entry: str | None) -> Sample | str | None:
+    """A full-module reply: the chosen code (str), a failed Sample, or None (no block)."""
+    blocks, cut_off = fenced_blocks(reply)
+    code = [body for lang, body in blocks if lang in _PY_LANGS and body.strip()]
+    if not code:
+        if cut_off:
+            return Sample(None, error="reply was cut off inside a code block (no closing fence)")
+        return None
+    parsed: list[tuple[bool, int, str]] = []
+    for body in code:
+        try:
+            tree = ast.parse(body)
+        except (SyntaxError, ValueError):
+            continue
+        parsed.append((bool(entry) and _defines(tree, entry or ""), len(body), body))
+    if parsed:
+        return max(parsed)[2]
+    largest = max(code, key=len)
+    exc = _syntax_error(largest) or SyntaxError("invalid syntax")
+    return Sample(None, error=_describe(exc, "the code block"))
+
+
+# -- SEARCH/REPLACE --------------------------------------------------------------------------
+def edit_blocks(reply: str) -> tuple[list[tuple[list[str], list[str]]], str | None]:
+    """The SEARCH/REPLACE blocks of ``reply`` as (search lines, replace lines), and an error
+    when a block is incomplete (no ``=======`` or no ``>>>>>>> REPLACE``)."""
+    lines = reply.splitlines()
+    blocks: list[tuple[list[str], list[str]]] = []
+    i = 0
+    while i < len(lines):
+        if not _EDIT_START.match(lines[i]):
+            i += 1
+            continue
+        n = len(blocks) + 1
+        j = i + 1
+        while j < len(lines) and not _EDIT_DIVIDER.match(lines[j]):
+            if _EDIT_START.match(lines[j]) or _EDIT_END.match(lines[j]):
+                break
+            j += 1
+        if j >= len(lines) or not _EDIT_DIVIDER.match(lines[j]):
+            return blocks, f"SEARCH/REPLACE block {n} is incomplete: no ======= divider"
+        k = j + 1
+        while k < len(lines) and not _EDIT_END.match(lines[k]):
+            if _EDIT_START.match(lines[k]):
+                break
+            k += 1
+        if k >= len(lines) or not _EDIT_END.match(lines[k]):
+            return blocks, f"SEARCH/REPLACE block {n} is incomplete: no >>>>>>> REPLACE line"
+        blocks.append((lines[i + 1 : j], lines[j + 1 : k]))
+        i = k + 1
+    return blocks, None
+
+
+def _trim_blank(lines: list[str]) -> list[str]:
+    start, end = 0, len(lines)
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return lines[start:end]
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _find(src: list[str], search: list[str], key) -> int:
+    n = len(search)
+    want = [key(s) for s in search]
+    for i in range(len(src) - n + 1):
+        if [key(s) for s in src[i : i + n]] == want:
+            return i
+    return -1
+
+
+def _reindent(replace: list[str], search_first: str, source_first: str) -> list[str]:
+    have, want = _indent(search_first), _indent(source_first)
+    if have == want:
+        return replace
+    if want.startswith(have):  # the source is indented deeper: add the difference
+        extra = want[len(have) :]
+        return [extra + line if line.strip() else line for line in replace]
+    if have.startswith(want):  # the SEARCH text was indented deeper: remove the difference
+        extra = have[len(want) :]
+        return [line[len(extra) :] if line.startswith(extra) else line for line in replace]
+    return replace
+
+
+def apply_edits(
+    source: str, blocks: list[tuple[list[str], list[str]]]
+) -> tuple[str | None, str | None]:
+    """Apply SEARCH/REPLACE blocks in order. Returns (new source, None) or (None, error naming
+    the block and the first line of its SEARCH text)."""
+    src = source.splitlines()
+    trailing_newline = source.endswith("\n")
+    for n, (search_raw, replace_raw) in enumerate(blocks, 1):
+        search = _trim_blank(search_raw)
+        replace = _trim_blank(replace_raw)
+        if not search:
+            return None, f"SEARCH/REPLACE block {n} has an empty SEARCH part"
+        at = _find(src, search, lambda s: s)
+        if at >= 0:
+            src[at : at + len(search)] = replace
+            continue
+        at = _find(src, search, str.strip)
+        if at >= 0:
+            src[at : at + len(search)] = _reindent(replace, search[0], src[at])
+            continue
+        first = search[0].strip()
+        return None, (
+            f"SEARCH/REPLACE block {n} does not apply: its SEARCH text starting "
+            f"{first!r} is not in the current source"
+        )
+    return "\n".join(src) + ("\n" if trailing_newline or not src else ""), None
+
+
+# -- the reply parsers -----------------------------------------------------------------------
+def parse_code_reply(
+    reply: str,
+    current_source: str,
+    *,
+    original: KernelFile | None = None,
+    entry: str | None = None,
+) -> Sample:
+    """Turn an executor/fixer reply into a candidate module.
+
+    Args:
+        reply: the model's answer (full module in a fenced block, or SEARCH/REPLACE blocks;
+            raw code without fences is accepted when it parses and defines a function).
+        current_source: the source the edit blocks apply to (the parent or failing candidate).
+        original: the user's parsed file; when given, its harness is restored into the
+            result with :func:`accelopt_core.kernelfile.restore_harness`.
+        entry: the launcher name the result must define (module-level ``def``), if known.
+
+    Returns:
+        ``Sample(source)`` with the complete module, or ``Sample(None, error)`` where error is
+        one of: "reply held no code", "edit is a no-op", "... has a syntax error line N: ...",
+        "SEARCH/REPLACE block N does not apply: its SEARCH text starting '...' ...",
+        "reply was cut off ...", "the code defines no launcher `name`". Never raises.
+    """
+    reply = reply or ""
+    source: str | None
+    if _EDIT_START.search(reply):
+        blocks, problem = edit_blocks(reply)
+        if problem:
+            return Sample(None, error=problem)
+        source, problem = apply_edits(current_source, blocks)
+        if problem:
+            return Sample(None, error=problem)
+        assert source is not None
+        if source == current_source:
+            return Sample(None, error=NO_OP)
+        exc = _syntax_error(source)
+        if exc is not None:
+            return Sample(None, error=_describe(exc, "the edited source"))
+    else:
+        found = _code_from_blocks(reply, entry)
+        if isinstance(found, Sample):
+            return found
+        if found is None:
+            found = _bare_code(reply)
+            if found is None:
+                return Sample(None, error=NO_CODE)
+        source = found
+    if original is not None:
+        from accelopt_core.kernelfile import restore_harness
+
+        try:
+            source = restore_harness(source, original)
+        except ValueError as exc:
+            return Sample(None, error=f"cannot restore the harness: {exc}")
+    if entry:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError) as exc:  # restore_harness should have caught it
+            return Sample(None, error=f"the candidate does not parse: {exc}")
+        if not _defines(tree, entry):
+            return Sample(None, error=f"the code defines no launcher `{entry}`")
+    if source.strip() == current_source.strip():
+        return Sample(None, error=NO_OP)
+    return Sample(source)
+
+
+def _bare_code(reply: str) -> str | None:
+    """A reply that is nothing but Python (no fences): accepted when it parses and defines a
+    module-level function."""
+    text = reply.strip("\n")
+    if not text.strip():
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    if any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in tree.body):
+        return text + "\n"
+    return None
+
+
+def _clean_title(line: str) -> str:
+    line = line.strip()
+    line = re.sub(r"^(#+|>|[-*+]\s|\d+[.)]\s)\s*", "", line).strip()
+    line = line.strip("*_` ").strip()
+    m = _TITLE_LINE.match(line)
+    if m:
+        line = m.group(1).strip().strip("*_` ").strip()
+    line = " ".join(line.split())
+    if len(line) > TITLE_MAX:
+        cut = line[: TITLE_MAX - 3].rsplit(" ", 1)[0]
+        line = (cut or line[: TITLE_MAX - 3]).rstrip(" ,;:-") + "..."
+    return line
+
+
+def _title(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        m = _TITLE_LINE.match(ln)
+        if m and m.group(1).strip(" *_`"):
+            return _clean_title(m.group(1))
+    for ln in lines:
+        if _FENCE_OPEN.match(ln):
+            continue
+        title = _clean_title(ln)
+        if title:
+            return title
+    return ""
+
+
+def parse_plan_reply(text: str) -> Plan:
+    """A planner reply as a :class:`Plan`: ``title`` from the ``Title:`` line, else the first
+    non-empty line (markdown marks removed, at most 80 characters); ``text`` the whole reply,
+    stripped. Raises ValueError on an empty reply."""
+    body = (text or "").strip()
+    title = _title(body)
+    if not body or not title:
+        raise ValueError("the planner's reply was empty")
+    return Plan(title=title, text=body)
+
+
+def parse_rule_reply(text: str) -> Rule:
+    """A summarizer reply as a :class:`Rule`: ``title`` as for plans; ``rule`` the text of the
+    ``Rule:`` section (up to the slow/fast patterns), else everything after the title line;
+    the slow/fast patterns themselves are not part of the rule. Raises ValueError on an empty
+    reply."""
+    body = (text or "").strip()
+    title = _title(body)
+    if not body or not title:
+        raise ValueError("the summarizer's reply was empty")
+    lines = body.splitlines()
+    rule_lines: list[str] = []
+    start = next((i for i, ln in enumerate(lines) if _RULE_LINE.match(ln)), None)
+    if start is not None:
+        m = _RULE_LINE.match(lines[start])
+        assert m is not None
+        rule_lines.append(m.group(1))
+        rest = lines[start + 1 :]
+    else:
+        first = next(i for i, ln in enumerate(lines) if ln.strip())
+        rest = lines[first + 1 :]
+    for ln in rest:
+        if _SECTION_END.match(ln) or _FENCE_OPEN.match(ln):
+            break
+        rule_lines.append(ln)
+    rule = "\n".join(rule_lines).strip().strip("*").strip()
+    if not rule:
+        rule = title
+    return Rule(title=title, rule=rule)

@@ -1,0 +1,212 @@
+"""The one object through which the server calls ``accelopt_core``.
+
+Features never import the engine directly: they call :class:`EngineAdapter`, which keeps one
+:class:`accelopt_core.engine.Engine` per distinct settings (a multi-root workspace may point two
+folders at different targets), builds them off the event loop (opening the memory and caches
+touches the disk), and moves every blocking call (disk-backed memory and results store) to a
+worker thread. Parsing is here too, so the whole core surface the server uses fits on one page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from accelopt_core import kernelfile as core_kernels
+from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.settings import Settings
+
+from .logs import engine_log
+
+log = logging.getLogger("accelopt.server.engine")
+
+#: Files longer than this (characters) are parsed in a worker thread.
+THREAD_PARSE_CHARS = 20_000
+#: Memory look-ups for hovers are cached this long (s); a finished search clears the cache.
+HOVER_CACHE_S = 10.0
+
+
+class EngineAdapter:
+    """Engines by settings, plus the core calls the server makes.
+
+    All ``async`` methods are safe to await on the server's event loop: blocking work runs in
+    threads and evaluations run in worker processes (or remotely) inside the engine.
+    """
+
+    def __init__(self) -> None:
+        self._engines: dict[str, Any] = {}
+        self._building: dict[str, asyncio.Future[Any]] = {}
+        self._memory_cache: dict[tuple[Any, ...], tuple[float, Any]] = {}
+        self.memory_generation = 0
+
+    # -- engines --------------------------------------------------------------------------------
+
+    async def engine(self, settings: Settings) -> Any:
+        """The engine for these settings (built on first use, in a thread)."""
+        key = settings.model_dump_json()
+        engine = self._engines.get(key)
+        if engine is not None:
+            return engine
+        pending = self._building.get(key)
+        if pending is None:
+            from accelopt_core.engine import Engine
+
+            pending = asyncio.ensure_future(asyncio.to_thread(Engine, settings, log=engine_log))
+            self._building[key] = pending
+        try:
+            engine = await asyncio.shield(pending)
+        finally:
+            self._building.pop(key, None)
+        self._engines[key] = engine
+        return engine
+
+    def capacity(self) -> int:
+        """How many searches may run at once: the largest target capacity known (>= 1).
+
+        A target that is not built yet is not built here: a local one counts
+        ``evaluation.cpuSlots``, a remote one 1 until an evaluation has built it."""
+        best = 1
+        for engine in self._engines.values():
+            target = getattr(engine, "_target", None)
+            try:
+                if target is not None:
+                    best = max(best, int(target.capacity))
+                elif engine.settings.target == "local":
+                    best = max(best, int(engine.settings.evaluation.cpu_slots))
+            except Exception:
+                continue
+        return best
+
+    async def retire(self, keep: list[Settings], busy: set[int]) -> None:
+        """Close engines whose settings are no longer used by any scope, unless ``busy``
+        (ids of engines with running jobs)."""
+        wanted = {s.model_dump_json() for s in keep}
+        for key, engine in list(self._engines.items()):
+            if key not in wanted and id(engine) not in busy:
+                del self._engines[key]
+                try:
+                    await engine.close()
+                except Exception as exc:
+                    log.warning("closing an engine failed: %s", exc)
+
+    async def close(self) -> None:
+        engines, self._engines = list(self._engines.values()), {}
+        for engine in engines:
+            try:
+                await engine.close()
+            except Exception as exc:
+                log.warning("closing an engine failed: %s", exc)
+
+    # -- kernels --------------------------------------------------------------------------------
+
+    @staticmethod
+    def has_kernels(source: str) -> bool:
+        """Cheap text test: may this file hold a Triton or NKI kernel?"""
+        return core_kernels.quick_has_kernels(source)
+
+    @staticmethod
+    async def parse(source: str, path: str) -> Any:
+        """``parse_kernel_file`` (never raises); large files are parsed in a thread."""
+        if len(source) > THREAD_PARSE_CHARS:
+            return await asyncio.to_thread(core_kernels.parse_kernel_file, source, path)
+        return core_kernels.parse_kernel_file(source, path)
+
+    @staticmethod
+    def harness_skeleton(kernel_file: Any, kernel_name: str) -> str:
+        return core_kernels.harness_skeleton(kernel_file, kernel_name)
+
+    # -- work -----------------------------------------------------------------------------------
+
+    async def profile(self, settings: Settings, kernel_file: Any, kernel_name: str) -> EvalResult:
+        """One evaluation of the file as it is (``Engine.profile``); cancellable.
+
+        Never raises for a bad file or a failing target: those become a failed
+        :class:`~accelopt_core.onsite.protocol.EvalResult` (``rejected`` / ``runtime_error``)."""
+        try:
+            engine = await self.engine(settings)
+            return await engine.profile(kernel_file, kernel_name)
+        except asyncio.CancelledError:
+            raise
+        except (ValueError, KeyError) as exc:
+            return EvalResult.failure("rejected", _message(exc))
+        except Exception as exc:  # target unusable (TargetError), connection lost, ...
+            log.warning("profiling %s failed: %s", kernel_name, _message(exc))
+            return EvalResult.failure("runtime_error", f"target failed: {_message(exc)}")
+
+    async def new_search(self, settings: Settings, kernel_file: Any, kernel_name: str) -> Any:
+        """A not yet started :class:`~accelopt_core.search.BeamSearch`.
+
+        Raises:
+            ValueError: no such kernel, or no complete harness that launches it.
+        """
+        engine = await self.engine(settings)
+        try:
+            return engine.new_search(kernel_file, kernel_name)
+        except KeyError as exc:
+            raise ValueError(_message(exc)) from exc
+
+    async def saved_report(self, settings: Settings, kernel_file: Any, kernel_name: str) -> Any:
+        """The persisted report of this kernel if the file's source still matches, else None."""
+        engine = await self.engine(settings)
+        return await asyncio.to_thread(
+            engine.saved_report, kernel_file.path, kernel_name, kernel_file.source
+        )
+
+    async def clear_results(self, settings: Settings, path: str | None) -> int:
+        engine = await self.engine(settings)
+        return await asyncio.to_thread(engine.clear_results, path)
+
+    async def memory_for_kernel(
+        self, settings: Settings, source: str, backend: str, device: str | None, k: int = 3
+    ) -> tuple[list[Any], list[Any], str | None]:
+        """(positives, negatives, problem) for hovers and ``accelopt.showMemory``; ``problem``
+        explains an unavailable memory. Cached for :data:`HOVER_CACHE_S`."""
+        key = ("kernel", settings.resolved_memory_dir(), hash(source), backend, device, k)
+        return await self._cached(
+            key, settings, lambda m: (*m.retrieve_for(source, backend, device, k), None)
+        )
+
+    async def memory_mentioning(
+        self, settings: Settings, api_name: str, backend: str, k: int = 5
+    ) -> tuple[list[Any], str | None]:
+        """(experiences whose rule mentions ``api_name``, problem)."""
+        key = ("api", settings.resolved_memory_dir(), api_name, backend, k)
+        return await self._cached(
+            key, settings, lambda m: (m.mentioning(api_name, backend=backend, k=k), None)
+        )
+
+    def memory_changed(self) -> None:
+        """Forget cached memory look-ups (a search added experiences)."""
+        self._memory_cache.clear()
+        self.memory_generation += 1
+
+    async def _cached(self, key: tuple[Any, ...], settings: Settings, call: Any) -> Any:
+        hit = self._memory_cache.get(key)
+        now = time.monotonic()
+        if hit is not None and now - hit[0] < HOVER_CACHE_S:
+            return hit[1]
+        engine = await self.engine(settings)
+        memory = getattr(engine, "memory", None)
+        if memory is None:
+            why = (
+                "; ".join(getattr(engine, "warnings", []))
+                or "the optimization memory is not available"
+            )
+            value = ([], [], why) if key[0] == "kernel" else ([], why)
+        else:
+            try:
+                value = await asyncio.to_thread(call, memory)
+            except Exception as exc:
+                why = f"the optimization memory could not be read: {_message(exc)}"
+                value = ([], [], why) if key[0] == "kernel" else ([], why)
+        self._memory_cache[key] = (now, value)
+        return value
+
+
+def _message(exc: BaseException) -> str:
+    """An exception's message without KeyError's quotes."""
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,124 @@
+"""Text the user sees: code-action titles, hover and ``accelopt.showMemory`` markdown.
+
+Experiences are read duck-typed (``title``, ``rule``, ``speedup``, ``seen``, ``device``,
+``kernel_name``, ``positive``) so the server does not depend on the memory's storage details.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from accelopt_core.onsite.protocol import EvalResult
+
+
+def candidate_title(candidate: Any) -> str:
+    """``AccelOpt: 2.3x faster — single-pass online softmax``."""
+    speedup = getattr(candidate, "speedup", None)
+    head = f"AccelOpt: {speedup:.2f}x faster" if speedup else "AccelOpt: faster"
+    plan = (getattr(candidate, "plan_title", "") or "").strip().splitlines()
+    return f"{head} — {plan[0][:80]}" if plan else head
+
+
+def _experience_line(exp: Any) -> str:
+    title = (getattr(exp, "title", "") or "untitled").strip()
+    speedup = getattr(exp, "speedup", None)
+    seen = getattr(exp, "seen", 1)
+    device = getattr(exp, "device", "") or "unknown device"
+    timing = getattr(exp, "timing", "")
+    mark = "✅" if getattr(exp, "positive", True) else "❌"
+    speed = f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "?x"
+    where = f"{device}{' (interpreter)' if timing == 'interpreter' else ''}"
+    line = f"- {mark} **{_escape(title)}** — {speed} on {_escape(where)}, seen {seen}×"
+    kernel = getattr(exp, "kernel_name", "")
+    if kernel:
+        line += f" (from `{kernel}`)"
+    rule = (getattr(exp, "rule", "") or "").strip()
+    if rule and rule != title:
+        first = rule.splitlines()[0][:200]
+        line += f"\n  {_escape(first)}"
+    return line
+
+
+def _escape(text: str) -> str:
+    return text.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def experiences_markdown(
+    positives: Iterable[Any], negatives: Iterable[Any], problem: str | None = None
+) -> str:
+    """Bullets of positive then negative experiences, or a note when there are none."""
+    pos, neg = list(positives), list(negatives)
+    parts: list[str] = []
+    if problem:
+        parts.append(f"_{_escape(problem)}_")
+    if pos:
+        parts.append(
+            "What worked on kernels like this:\n" + "\n".join(_experience_line(e) for e in pos)
+        )
+    if neg:
+        parts.append("What did not help:\n" + "\n".join(_experience_line(e) for e in neg))
+    if not pos and not neg and not problem:
+        parts.append("_The optimization memory holds nothing for kernels like this yet._")
+    return "\n\n".join(parts)
+
+
+def profile_line(result: EvalResult | None, version: int | None, current: int | None) -> str:
+    """``Last profile: 0.41 ms · 62% of HBM peak · correct`` (with a staleness note)."""
+    if result is None:
+        return "_Not profiled yet (save the file, or run **AccelOpt: Profile**)._"
+    text = f"Last profile: {result.summary()}"
+    if result.device:
+        text += f" on {result.device}"
+    if version is not None and current is not None and version != current:
+        text += " _(before your latest edits)_"
+    return text
+
+
+def kernel_hover(
+    kernel: Any,
+    result: EvalResult | None,
+    version: int | None,
+    current: int | None,
+    memory_md: str,
+    job_line: str | None,
+) -> str:
+    """The hover on a kernel's name."""
+    parts = [
+        f"**AccelOpt · `{kernel.name}`** ({kernel.backend})",
+        profile_line(result, version, current),
+    ]
+    if job_line:
+        parts.append(f"Search: {job_line}")
+    parts.append(memory_md)
+    return "\n\n".join(parts)
+
+
+def api_hover(api_name: str, experiences: list[Any], problem: str | None) -> str:
+    """The hover on a Triton/NKI API call inside a kernel."""
+    head = f"**AccelOpt · `{api_name}`**"
+    if problem:
+        return f"{head}\n\n_{_escape(problem)}_"
+    if not experiences:
+        return f"{head}\n\n_No experience in the optimization memory mentions `{api_name}` yet._"
+    return f"{head}\n\nExperiences that mention it:\n" + "\n".join(
+        _experience_line(e) for e in experiences
+    )
+
+
+def memory_document(
+    kernel: Any, positives: list[Any], negatives: list[Any], problem: str | None, report: Any
+) -> str:
+    """``accelopt.showMemory``: the memory for one kernel, and its last search, as markdown."""
+    parts = [f"# AccelOpt memory for `{kernel.name}` ({kernel.backend})"]
+    parts.append(experiences_markdown(positives, negatives, problem))
+    if report is not None:
+        cands = getattr(report, "candidates", []) or []
+        parts.append(
+            f"## Last search\n\nstopped: {getattr(report, 'stopped_reason', '?')}, "
+            f"{len(cands)} verified improvement(s), target {getattr(report, 'target', '?')}, "
+            f"timing {getattr(report, 'timing', '?')}"
+        )
+        for c in cands:
+            parts.append(f"- {candidate_title(c)} (`{c.id}`, {c.result.summary()})")
+    return "\n\n".join(parts)

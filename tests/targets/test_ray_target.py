@@ -1,0 +1,126 @@
+"""The Ray target against a real CPU-only Ray head on 127.0.0.1 (tests/remote_fixtures.py),
+reached with the Ray client (``ray://127.0.0.1:PORT``). Candidates run under the Triton
+interpreter; no test double."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from accelopt_core.onsite.protocol import EvalRequest
+from accelopt_core.settings import Settings
+from accelopt_core.targets import make_target
+from accelopt_core.targets.base import TargetError
+from accelopt_core.targets.local import LocalTarget
+from tests.remote_fixtures import LoopbackRayHead, processes_matching, ray_head  # noqa: F401
+
+pytest.importorskip("ray")
+
+from accelopt_core.targets.ray import RayTarget  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+CANDIDATES = ROOT / "tests" / "candidates"
+BASE = (CANDIDATES / "add.py").read_text()
+#: in the command line of every worker (and candidate) a Ray task starts, and of nothing else
+AGENT_MARK = "accelopt-ray-task"
+
+
+def request(name: str, **fields) -> EvalRequest:
+    fields.setdefault("seeds", [1, 2])
+    fields.setdefault("rep_ms", 5.0)
+    fields.setdefault("warmup_ms", 1.0)
+    fields.setdefault("timeout_s", 60.0)
+    return EvalRequest(
+        candidate_source=(CANDIDATES / name).read_text(),
+        harness_source=BASE,
+        entry="add",
+        source_name=name,
+        **fields,
+    )
+
+
+def test_bad_spec() -> None:
+    settings = Settings(target="ray:auto").model_copy(update={"target": "ray:nope"})
+    with pytest.raises(TargetError, match="ray://HOST:PORT or ray:auto"):
+        RayTarget(settings)
+
+
+async def test_batch_same_verdicts_as_local_then_cancel(
+    ray_head: LoopbackRayHead,  # noqa: F811
+) -> None:
+    settings = Settings(target=ray_head.url)
+    target = make_target(settings)
+    assert isinstance(target, RayTarget)
+    try:
+        info = await target.probe()
+        assert info["torch"] and info["triton"] and info["resource"] == "CPU"
+        assert target.capacity == ray_head.num_cpus
+        assert target.fingerprint.startswith(f"{ray_head.url}:CPU:cpu:torch-")
+
+        names = ["add.py", "ok_block128.py", "zeros.py", "kernel_compile_error.py"]
+        results = await asyncio.gather(*(target.evaluate(request(n)) for n in names))
+        local = LocalTarget(settings)
+        expected = [await local.evaluate(request(n)) for n in names]
+        for name, r, loc in zip(names, results, expected, strict=True):
+            assert (r.status, r.message) == (loc.status, loc.message), (name, r, loc)
+            assert r.line == loc.line and r.timing == loc.timing
+        assert [r.status for r in results] == ["ok", "ok", "incorrect", "compile_error"]
+
+        # cancellation: more hung candidates than capacity, so some tasks stay pending in
+        # Ray's queue; cancelling the awaiting tasks cancels every Ray task (pending ones
+        # leave the queue, running ones are killed with their candidates)
+        n = target.capacity + 2
+        tasks = [
+            asyncio.ensure_future(target.evaluate(request("hang.py", timeout_s=300)))
+            for _ in range(n)
+        ]
+        await _wait_for(lambda: len(processes_matching(AGENT_MARK)) >= target.capacity, 60)
+        refs = list(target._pending)
+        assert len(refs) == n
+        for t in tasks:
+            t.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(r, asyncio.CancelledError) for r in results)
+        import ray
+
+        for ref in refs:
+            # A pending task is removed (TaskCancelledError); a running one is killed with its
+            # worker (WorkerCrashedError), or, when the kill lands as the task settles, it
+            # returns the killed worker's exit status. A hung candidate (timeout 300 s) can
+            # never finish by itself within the 60 s allowed here, so every outcome below
+            # proves the cancellation took effect.
+            try:
+                returncode, _out, _err = await asyncio.to_thread(ray.get, ref, timeout=60)
+            except (ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError):
+                continue
+            assert returncode != 0, "a cancelled hung candidate ran to completion"
+        await _wait_for(lambda: not processes_matching(AGENT_MARK), 30)
+
+        # Ray frees a killed task's CPU once its raylet notices the worker exit: poll for it
+        async def cpus_free() -> float | None:
+            return (await asyncio.to_thread(ray.available_resources)).get("CPU")
+
+        deadline = asyncio.get_running_loop().time() + 60
+        while await cpus_free() != ray_head.num_cpus:
+            assert asyncio.get_running_loop().time() < deadline, "Ray never freed the CPUs"
+            await asyncio.sleep(0.5)
+        # the cluster is free again: a new evaluation runs at once
+        again = await asyncio.wait_for(target.evaluate(request("add.py")), 120)
+        assert again.status == "ok"
+    finally:
+        await target.close()
+        await target.close()
+
+
+async def _wait_for(cond, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await asyncio.to_thread(cond):
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("condition not reached")
