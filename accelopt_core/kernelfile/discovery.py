@@ -35,6 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from accelopt_core.onsite.names import (
+    backend_of,
+    collect_aliases,
+    decorator_name,
+    dotted_name,
+    is_api,
+    module_statements,
+    resolve,
+)
+
 __all__ = [
     "SourceRange",
     "KernelDiagnostic",
@@ -375,120 +385,6 @@ class _Positions:
         return base + min(col, len(self.lines[line - 1]))
 
 
-# --------------------------------------------------------------------------------------------
-# Name resolution
-# --------------------------------------------------------------------------------------------
-
-# Canonical module paths that count as the Triton / NKI APIs.
-_TRITON = "triton"
-_NKI = "neuronxcc.nki"
-_DEFAULT_ALIASES = {
-    "triton": "triton",
-    "tl": "triton.language",
-    "nki": _NKI,
-    "nl": _NKI + ".language",
-    "nisa": _NKI + ".isa",
-}
-_TRITON_KERNEL_DECORATORS = {"triton.jit"}
-_TRITON_COMPANIONS = {"triton.autotune", "triton.heuristics"}
-_NKI_KERNEL_DECORATORS = {"nki.jit", "nki.baremetal", "nki.benchmark", "nki.profile"}
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for Name/Attribute chains, else None."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-def _canonical_module(name: str) -> str:
-    # The standalone ``nki`` package (newer Neuron SDKs) is the same API as neuronxcc.nki.
-    if name == "nki" or name.startswith("nki."):
-        return "neuronxcc." + name
-    return name
-
-
-def _module_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Statements at module level, including those nested in ``if`` / ``try`` / ``with`` /
-    ``for`` / ``while`` blocks, but not the bodies of functions or classes."""
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, (*_FuncDef, ast.ClassDef)):
-            continue
-        for name in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, name, None)
-            if isinstance(inner, list):
-                yield from _module_statements(inner)
-        for handler in getattr(stmt, "handlers", ()) or ():
-            yield from _module_statements(handler.body)
-        for case in getattr(stmt, "cases", ()) or ():
-            yield from _module_statements(case.body)
-
-
-def _collect_aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> canonical dotted path, from the module-level imports."""
-    aliases = dict(_DEFAULT_ALIASES)
-    for node in _module_statements(tree.body):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                full = _canonical_module(a.name)
-                if a.asname:
-                    aliases[a.asname] = full
-                else:
-                    top = a.name.split(".")[0]
-                    aliases[top] = _canonical_module(top)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            mod = _canonical_module(node.module)
-            for a in node.names:
-                if a.name != "*":
-                    aliases[a.asname or a.name] = f"{mod}.{a.name}"
-    return aliases
-
-
-def _resolve(dotted: str, aliases: dict[str, str]) -> str:
-    head, _, rest = dotted.partition(".")
-    base = aliases.get(head, head)
-    return f"{base}.{rest}" if rest else base
-
-
-def _display(resolved: str) -> str:
-    """Canonical name as shown to users: ``neuronxcc.nki.jit`` -> ``nki.jit``."""
-    return resolved[len("neuronxcc.") :] if resolved.startswith("neuronxcc.nki") else resolved
-
-
-def _is_api(resolved: str) -> bool:
-    return (
-        resolved == _TRITON
-        or resolved.startswith(_TRITON + ".")
-        or resolved == _NKI
-        or resolved.startswith(_NKI + ".")
-    )
-
-
-def _decorator_name(dec: ast.expr, aliases: dict[str, str]) -> str:
-    target = dec.func if isinstance(dec, ast.Call) else dec
-    dotted = _dotted(target)
-    if dotted is None:
-        try:
-            return ast.unparse(target)
-        except Exception:  # pragma: no cover - unparse of a parsed node does not fail
-            return "?"
-    return _display(_resolve(dotted, aliases))
-
-
-def _kernel_backend(decorators: list[str]) -> Backend | None:
-    if any(d in _TRITON_KERNEL_DECORATORS for d in decorators):
-        return "triton"
-    if any(d in _NKI_KERNEL_DECORATORS for d in decorators):
-        return "nki"
-    return None
-
-
 def _param_names(args: ast.arguments) -> list[str]:
     names = [a.arg for a in args.posonlyargs + args.args]
     if args.vararg:
@@ -514,7 +410,7 @@ def _is_constexpr(annotation: ast.expr | None) -> bool:
         return False
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         return annotation.value.split(".")[-1] == "constexpr"
-    dotted = _dotted(annotation)
+    dotted = dotted_name(annotation)
     return dotted is not None and dotted.split(".")[-1] == "constexpr"
 
 
@@ -619,22 +515,22 @@ def parse_kernel_file(source: str, path: str = "<string>") -> KernelFile:
 
 
 def _analyse(tree: ast.Module, kf: KernelFile, pos: _Positions) -> None:
-    aliases = _collect_aliases(tree)
+    aliases = collect_aliases(tree)
 
     # Kernels: module-level defs, also inside module-level `if` / `try` blocks.
     kernel_nodes: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-    for node in _module_statements(tree.body):
+    for node in module_statements(tree.body):
         if not isinstance(node, _FuncDef) or not node.decorator_list:
             continue
-        decorators = [_decorator_name(d, aliases) for d in node.decorator_list]
-        backend = _kernel_backend(decorators)
+        decorators = [decorator_name(d, aliases) for d in node.decorator_list]
+        backend = backend_of(decorators)
         if backend is None:
             continue
         all_args = _all_args(node.args)
         api_calls: list[tuple[str, SourceRange]] = []
         for sub in _iter_calls(node):
-            dotted = _dotted(sub.func)
-            if dotted and "." in dotted and _is_api(_resolve(dotted, aliases)):
+            dotted = dotted_name(sub.func)
+            if dotted and "." in dotted and is_api(resolve(dotted, aliases)):
                 api_calls.append((dotted, pos.node(sub.func)))
         api_calls.sort(key=lambda c: c[1])
         kf.kernels.append(
