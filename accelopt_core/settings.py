@@ -233,15 +233,21 @@ class Settings(_Model):
 
 @dataclass(frozen=True)
 class SettingsIssue:
-    """One invalid setting: its dotted key (``accelopt.search.beamWidth``), why, and the default
-    that was used instead."""
+    """One invalid setting: its dotted key (``accelopt.search.beamWidth``), why, the default
+    that was used instead, and where the value came from when that is a file
+    (``/repo/pyproject.toml [tool.accelopt]``)."""
 
     key: str
     message: str
     default: Any
+    source: str | None = None
 
     def __str__(self) -> str:
-        return f"Invalid setting {self.key}: {self.message}; using the default {self.default!r}."
+        where = f"{self.source}: " if self.source else ""
+        return (
+            f"{where}Invalid setting {self.key}: {self.message}; using the default "
+            f"{self.default!r}."
+        )
 
 
 def _camel_path(loc: tuple[Any, ...]) -> list[str]:
@@ -287,40 +293,65 @@ def _delete_path(data: dict[str, Any], loc: tuple[Any, ...]) -> bool:
     return False
 
 
-def load_settings(raw: Mapping[str, Any] | None) -> tuple[Settings, list[SettingsIssue]]:
-    """Validate a settings mapping (the ``accelopt`` section), falling back per value.
+def clean_settings(
+    raw: Mapping[str, Any] | None, source: str | None = None
+) -> tuple[dict[str, Any], list[SettingsIssue]]:
+    """``raw`` (the ``accelopt`` section, camelCase or snake_case keys) without its invalid values.
 
-    ``raw`` may use camelCase or snake_case keys and may be ``None``. Every value that fails
-    validation is dropped and replaced by its default; each such value yields one
-    :class:`SettingsIssue`. Unknown keys are ignored. Never raises on user input.
+    Every value that fails validation is dropped (its default applies) and yields one
+    :class:`SettingsIssue` naming the key, why, the default, and ``source`` (where ``raw`` came
+    from, e.g. a file path). Unknown keys are kept and ignored later. Never raises on user input.
     """
     data: dict[str, Any] = copy.deepcopy(dict(raw)) if isinstance(raw, Mapping) else {}
     issues: list[SettingsIssue] = []
     for _ in range(200):
         try:
-            return Settings.model_validate(data), issues
+            Settings.model_validate(data)
+            return data, issues
         except ValidationError as exc:
-            progressed = False
-            for err in exc.errors():
-                loc = tuple(err["loc"])
-                # A bad element inside a dict/list: drop the whole top-most container entry.
-                while loc and not _delete_path(data, loc):
-                    loc = loc[:-1]
-                if not loc:
-                    continue
-                path = _camel_path(loc)
-                issues.append(
-                    SettingsIssue(
-                        key=".".join([SECTION, *path]),
-                        message=str(err["msg"]),
-                        default=_default_at(path),
-                    )
-                )
-                progressed = True
-            if not progressed:
+            found = _drop_invalid(data, exc, source)
+            if not found:
                 break
-    issues.append(SettingsIssue(key=SECTION, message="unreadable settings", default="defaults"))
-    return Settings(), issues
+            issues.extend(found)
+    issues.append(
+        SettingsIssue(key=SECTION, message="unreadable settings", default="defaults", source=source)
+    )
+    return {}, issues
+
+
+def _drop_invalid(
+    data: dict[str, Any], exc: ValidationError, source: str | None
+) -> list[SettingsIssue]:
+    issues = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        # A bad element inside a dict/list: drop the whole top-most container entry.
+        while loc and not _delete_path(data, loc):
+            loc = loc[:-1]
+        if not loc:
+            continue
+        path = _camel_path(loc)
+        issues.append(
+            SettingsIssue(
+                key=".".join([SECTION, *path]),
+                message=str(err["msg"]),
+                default=_default_at(path),
+                source=source,
+            )
+        )
+    return issues
+
+
+def load_settings(raw: Mapping[str, Any] | None) -> tuple[Settings, list[SettingsIssue]]:
+    """Validate a settings mapping (the ``accelopt`` section), falling back per value.
+
+    ``raw`` may use camelCase or snake_case keys and may be ``None``. Every value that fails
+    validation is dropped and replaced by its default; each such value yields one
+    :class:`SettingsIssue` (:func:`clean_settings`). Unknown keys are ignored. Never raises on
+    user input.
+    """
+    data, issues = clean_settings(raw)
+    return Settings.model_validate(data), issues
 
 
 def settings_from_sources(
@@ -334,16 +365,18 @@ def settings_from_sources(
     merged: dict[str, Any] = {}
     for layer in layers:
         if isinstance(layer, Mapping):
-            _deep_merge(merged, layer)
+            deep_merge(merged, layer)
     return load_settings(merged)
 
 
-def _deep_merge(into: dict[str, Any], other: Mapping[str, Any]) -> None:
+def deep_merge(into: dict[str, Any], other: Mapping[str, Any]) -> None:
+    """Merge ``other`` into ``into`` in place: nested mappings merge, other values replace,
+    ``None`` values are skipped."""
     for key, value in other.items():
         if value is None:
             continue
         if isinstance(value, Mapping) and isinstance(into.get(key), dict):
-            _deep_merge(into[key], value)
+            deep_merge(into[key], value)
         else:
             into[key] = copy.deepcopy(value) if isinstance(value, Mapping) else value
 
