@@ -2,135 +2,24 @@
 
 :class:`Evaluator` runs the static gate here first (a rejected candidate costs no target time),
 builds the :class:`~accelopt_core.onsite.protocol.EvalRequest` from the settings, consults the
-:class:`EvaluationCache` and only then sends the request to the target.
+:class:`~accelopt_core.evaluation.cache.EvaluationCache` and only then sends the request to the
+target. Re-timing a finalist (:attr:`Evaluator.retime`) is the same path with the cache bypassed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-import logging
+import functools
 import time
-from pathlib import Path
-from typing import Any
 
-from accelopt_core.hardware import peak_table
-from accelopt_core.kernelfile import normalize_source
-from accelopt_core.onsite import worker
-from accelopt_core.onsite.protocol import HARNESS_VERSION, EvalRequest, EvalResult
+from accelopt_core.evaluation.cache import EvaluationCache, cache_key
+from accelopt_core.onsite.gate import precheck
+from accelopt_core.onsite.protocol import EvalRequest, EvalResult
+from accelopt_core.onsite.roofline import peak_table
 from accelopt_core.settings import Settings
 from accelopt_core.targets.base import Target
 
-log = logging.getLogger(__name__)
-
-#: Verdicts that depend only on the candidate, harness and target: safe to cache. Timeouts and
-#: runtime errors may come from the infrastructure (a busy box, a lost connection): never cached.
-CACHEABLE_STATUSES = frozenset({"ok", "compile_error", "incorrect", "rejected"})
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def cache_key(request: EvalRequest, fingerprint: str) -> str:
-    """sha256 (hex) of everything that decides a verdict: the normalized candidate, the hashes
-    of the original (harness) and baseline sources, the entry, the target fingerprint,
-    HARNESS_VERSION, the seeds, the timing seed and the timing mode."""
-    parts = {
-        "candidate": _sha(normalize_source(request.candidate_source)),
-        "harness": _sha(request.harness_source),
-        "baseline": _sha(request.baseline_source or request.harness_source),
-        "entry": request.entry,
-        "target": fingerprint,
-        "harness_version": HARNESS_VERSION,
-        "seeds": list(request.seeds),
-        "timing_seed": request.timing_seed,
-        "timing": request.timing,
-    }
-    return _sha(json.dumps(parts, sort_keys=True))
-
-
-class EvaluationCache:
-    """Evaluation results on disk (diskcache), keyed by :func:`cache_key`.
-
-    A directory that cannot be created or written disables the cache with one logged warning
-    (``disabled_reason`` says why); the caller never sees an exception.
-
-    Args:
-        directory: cache directory, normally ``settings.resolved_memory_dir() / "evals"``.
-    """
-
-    def __init__(self, directory: Path | str) -> None:
-        self.directory = Path(directory)
-        self.disabled_reason: str | None = None
-        self._cache: Any = None
-        try:
-            import diskcache
-
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._cache = diskcache.Cache(str(self.directory))
-        except Exception as exc:  # noqa: BLE001 - any failure disables, never crashes
-            self._disable(exc)
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> EvaluationCache:
-        """The cache at ``settings.resolved_memory_dir() / "evals"``."""
-        return cls(settings.resolved_memory_dir() / "evals")
-
-    @property
-    def enabled(self) -> bool:
-        return self._cache is not None
-
-    def _disable(self, exc: BaseException) -> None:
-        if self.disabled_reason is None:
-            self.disabled_reason = f"{type(exc).__name__}: {exc}"
-            log.warning(
-                "evaluation cache at %s disabled (%s); evaluations still run, uncached",
-                self.directory,
-                self.disabled_reason,
-            )
-        cache, self._cache = self._cache, None
-        if cache is not None:
-            try:
-                cache.close()
-            except Exception:  # noqa: BLE001
-                pass
-
-    def get(self, key: str) -> EvalResult | None:
-        """The cached result (with ``cached=True``), or None."""
-        if self._cache is None:
-            return None
-        try:
-            data = self._cache.get(key)
-        except Exception as exc:  # noqa: BLE001
-            self._disable(exc)
-            return None
-        if not isinstance(data, dict):
-            return None
-        try:
-            result = EvalResult.from_dict(data)
-        except (TypeError, ValueError):
-            return None
-        result.cached = True
-        return result
-
-    def put(self, key: str, result: EvalResult) -> bool:
-        """Store a deterministic verdict (:data:`CACHEABLE_STATUSES`). Returns True if stored."""
-        if self._cache is None or result.status not in CACHEABLE_STATUSES:
-            return False
-        data = result.to_dict()
-        data["cached"] = False
-        try:
-            self._cache.set(key, data)
-        except Exception as exc:  # noqa: BLE001
-            self._disable(exc)
-            return False
-        return True
-
-    def close(self) -> None:
-        if self._cache is not None:
-            self._cache.close()
+__all__ = ["Evaluator"]
 
 
 class Evaluator:
@@ -140,6 +29,8 @@ class Evaluator:
         target: where candidates run (:class:`~accelopt_core.targets.base.Target`).
         settings: evaluation settings (seeds, timeout, memory limit, warm-up/rep ms).
         cache: an :class:`EvaluationCache`, or None for no caching.
+        timing: the requests' timing mode (``"auto"``, ``"interpreter"`` or ``"none"``; see
+            :class:`~accelopt_core.onsite.protocol.EvalRequest`).
 
     Attributes:
         evaluations_run: requests sent to the target.
@@ -192,7 +83,7 @@ class Evaluator:
         baseline_source: str | None = None,
     ) -> EvalRequest:
         """The request the settings describe (seeds 1..N, warm-up/rep ms, timeout, memory
-        limit, the peak table of :func:`accelopt_core.hardware.peak_table`)."""
+        limit, the peak table of :func:`accelopt_core.onsite.roofline.peak_table`)."""
         ev = self.settings.evaluation
         return EvalRequest(
             candidate_source=candidate_source,
@@ -225,7 +116,8 @@ class Evaluator:
             original_source: the original file (``get_inputs``, ``reference``, ``BENCH``).
             candidate_source: the candidate module.
             entry: the launcher's name.
-            use_cache: consult and fill the evaluation cache.
+            use_cache: consult the evaluation cache (a fresh deterministic verdict is stored
+                in any case).
             source_name: file name shown in messages.
             baseline_source: the gate's baseline (low-precision dtypes and launcher ops it
                 allows); default ``original_source``.
@@ -235,7 +127,7 @@ class Evaluator:
         """
         start = time.monotonic()
         baseline = baseline_source or original_source
-        pre = worker.precheck(candidate_source, entry, baseline, f"<candidate:{source_name}>")
+        pre = precheck(candidate_source, entry, baseline, f"<candidate:{source_name}>")
         if pre is not None:
             self.gate_rejections += 1
             result = EvalResult.from_dict(pre)
@@ -248,6 +140,16 @@ class Evaluator:
             source_name=source_name,
             baseline_source=baseline_source,
         )
+        return await self._run(request, use_cache=use_cache)
+
+    #: ``retime(original_source, candidate_source, entry, *, source_name, baseline_source)``:
+    #: :meth:`evaluate` again on the target, bypassing the cache (re-timing finalists: every
+    #: evaluation on a target runs in a fresh process); the fresh result replaces the cached one.
+    retime = functools.partialmethod(evaluate, use_cache=False)
+
+    async def _run(self, request: EvalRequest, *, use_cache: bool) -> EvalResult:
+        """The cached result of ``request`` (when ``use_cache``), else the target's, stored in
+        the cache when it is a deterministic verdict."""
         await self._ensure_probed()
         key = cache_key(request, self.target.fingerprint) if self.cache is not None else ""
         if use_cache and self.cache is not None:
@@ -257,29 +159,9 @@ class Evaluator:
                 return hit
         self.evaluations_run += 1
         result = await self.target.evaluate(request)
-        if self.cache is not None and result.status in CACHEABLE_STATUSES:
-            self.cache.put(key, result)
+        if self.cache is not None:
+            self.cache.put(key, result)  # stores only CACHEABLE_STATUSES
         return result
-
-    async def retime(
-        self,
-        original_source: str,
-        candidate_source: str,
-        entry: str,
-        *,
-        source_name: str = "kernel.py",
-        baseline_source: str | None = None,
-    ) -> EvalResult:
-        """Evaluate again on the target, bypassing the cache (re-timing finalists); the fresh
-        result replaces the cached one."""
-        return await self.evaluate(
-            original_source,
-            candidate_source,
-            entry,
-            use_cache=False,
-            source_name=source_name,
-            baseline_source=baseline_source,
-        )
 
     @property
     def stats(self) -> dict[str, int]:

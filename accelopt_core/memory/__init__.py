@@ -1,16 +1,16 @@
 """The optimization memory (experiences: slow->fast rewrites and their rules) and the results
-store, on diskcache; TF-IDF vectors and ranking for retrieval."""
+store, on diskcache; TF-IDF vectors and ranking for retrieval.
 
-from accelopt_core.memory.store import (
-    DEVICE_PENALTY,
-    FEATURE_DIM,
-    FEATURE_VERSION,
-    Experience,
-    MemoryUnavailable,
-    OptimizationMemory,
-    ResultsStore,
-    experience_id,
-)
+Modules: ``experience`` (the item, its id, merging, JSON lines), ``vectors`` (hashed TF-IDF),
+``ranking`` (retrieval scores, hover mentions, eviction order), ``store`` (the diskcache memory
+and its disk errors), ``results`` (the search-results store).
+"""
+
+from accelopt_core.memory.experience import Experience, experience_id
+from accelopt_core.memory.ranking import DEVICE_PENALTY
+from accelopt_core.memory.results import ResultsStore
+from accelopt_core.memory.store import MemoryUnavailable, OptimizationMemory
+from accelopt_core.memory.vectors import FEATURE_DIM, FEATURE_VERSION
 
 __all__ = [
     "DEVICE_PENALTY",
