@@ -1,9 +1,10 @@
 """The Target protocol: where candidates are evaluated.
 
-A target takes an :class:`~accelopt_core.onsite.protocol.EvalRequest`, runs the self-contained worker
-(:mod:`accelopt_core.onsite.worker`) where the hardware is, and returns an
-:class:`~accelopt_core.onsite.protocol.EvalResult`. Implementations: ``local`` (subprocesses here),
-``ssh`` (a remote machine over asyncssh) and ``ray`` (tasks on a Ray cluster). The search
+A target takes an :class:`~accelopt_core.onsite.protocol.EvalRequest`, runs the self-contained
+worker (``accelopt_core.onsite``, shipped by :mod:`accelopt_core.targets.shipping`) where the
+hardware is, and returns an :class:`~accelopt_core.onsite.protocol.EvalResult`.
+Implementations: ``local`` (subprocesses here), ``ssh`` (a remote machine over asyncssh) and
+``ray`` (tasks on a Ray cluster); local and ssh share :class:`~.pool.DevicePool`. The search
 only sees this protocol.
 """
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import shutil
 import signal
@@ -21,6 +20,7 @@ from importlib import metadata
 
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
+from accelopt_core.targets.pool import DevicePool, pinned
 from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
 
 #: Seconds a cancelled or timed-out worker gets between SIGTERM and SIGKILL.
@@ -78,18 +78,13 @@ class LocalTarget:
     name = "local"
 
     def __init__(self, settings: Settings, python: str | None = None) -> None:
-        self._settings = settings
         self._python = python or sys.executable
         gpus = discover_gpus()
-        self.device_names = gpus
         self.devices: list[str] = [str(i) for i in range(len(gpus))]
-        self._free: list[str] = list(self.devices)
-        self._capacity = len(gpus) or settings.evaluation.cpu_slots
-        self._sem = asyncio.Semaphore(self._capacity)
+        self._pool = DevicePool(self.devices, cpu_slots=settings.evaluation.cpu_slots)
         names = ",".join(sorted(set(gpus))) or "cpu"
         self._fingerprint = f"local:{names}:torch-{_version('torch')}:triton-{_version('triton')}"
         self.active_pids: set[int] = set()
-        self._closed = False
 
     @property
     def fingerprint(self) -> str:
@@ -98,7 +93,8 @@ class LocalTarget:
 
     @property
     def capacity(self) -> int:
-        return self._capacity
+        """Visible CUDA GPUs, else ``settings.evaluation.cpu_slots``."""
+        return self._pool.capacity
 
     async def evaluate(self, request: EvalRequest) -> EvalResult:
         """Run one request in a fresh worker; never raises for a bad candidate.
@@ -107,15 +103,8 @@ class LocalTarget:
         (``timeout_s + 10 s + 10 %``) kills the worker as a last resort (status ``timeout``).
         Cancelling the awaiting task kills the worker's process group and frees the slot.
         """
-        async with self._sem:
-            device = self._free.pop(0) if self._free else None
-            try:
-                if device is not None:
-                    request = dataclasses.replace(request, device=device)
-                return await self._run(request)
-            finally:
-                if device is not None:
-                    self._free.append(device)
+        async with self._pool.slot() as device:
+            return await self._run(pinned(request, device))
 
     async def _run(self, request: EvalRequest) -> EvalResult:
         start = time.monotonic()
@@ -169,4 +158,3 @@ class LocalTarget:
 
     async def close(self) -> None:
         """Nothing persistent to release (each evaluation owns its process). Idempotent."""
-        self._closed = True

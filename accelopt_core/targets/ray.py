@@ -8,66 +8,46 @@ machine (``ray.init(address="auto")``). Ray is an optional extra: ``pip install
 Each evaluation is one Ray task that asks for one GPU (``num_gpus=1``) when the cluster has
 GPUs, else one Neuron core (``resources={"neuron_cores": 1}``) when it has those, else one CPU.
 Ray pins the task to its accelerator (it sets ``CUDA_VISIBLE_DEVICES`` /
-``NEURON_RT_VISIBLE_CORES``). The task function is shipped by value (nothing of this project is
-needed on the nodes): it runs the worker ``[python, "-c", BOOTSTRAP]`` with the node's
-python (``sys.executable`` there) on the shipped payload
-(:func:`~accelopt_core.targets.shipping.encode_stdin`) and returns its stdout, stderr and exit
-status. The worker is started with ``PR_SET_PDEATHSIG`` = SIGKILL and does the same for its
-candidate, so when Ray kills the task (cancellation with ``force=True``) the worker and the
-candidate die with it.
+``NEURON_RT_VISIBLE_CORES``). The task function,
+:func:`accelopt_core.onsite.agent.run_ray_task`, is shipped by value (cloudpickle's
+``register_pickle_by_value``: nothing of this project is needed on the nodes): it runs the
+worker ``[python, "-c", BOOTSTRAP]`` with the node's python (``sys.executable`` there) on the
+shipped payload (:func:`~accelopt_core.targets.shipping.encode_stdin`) and returns its stdout,
+stderr and exit status. The worker is started with ``PR_SET_PDEATHSIG`` = SIGKILL and does the
+same for its candidate, so when Ray kills the task (cancellation with ``force=True``) the
+worker and the candidate die with it.
+
+The task cannot itself be a ``python -c BOOTSTRAP`` program like the ssh agent: Ray runs
+functions inside its own worker processes, so the function is what travels (pickled), and the
+onsite code it runs (the worker) travels as the bundle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+from accelopt_core.onsite import agent as onsite_agent
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets.base import TargetError
+from accelopt_core.targets.shipping import BOOTSTRAP, decode_probe, decode_result, encode_stdin
 
 #: Seconds added to ``request.timeout_s`` before the task is cancelled from here.
 TIMEOUT_MARGIN_S = 30.0
 
 #: Seconds between refreshes of the cluster's resources (capacity).
 RESOURCE_REFRESH_S = 10.0
-#: Tries of the first connection to a Ray client server (see RayTarget._init_with_retry).
+#: Tries of the first connection to a Ray client server (see RayCluster._init_with_retry).
 CONNECT_ATTEMPTS = 3
 
-# The Ray task, defined from source in a module that is not importable so that cloudpickle
-# ships it by value: the nodes need only Ray and the kernel's stack, not this project.
-_TASK_SOURCE = r'''
-def accelopt_evaluate(bootstrap, payload, timeout_s):
-    """Run the shipped worker on this node; returns (returncode, stdout, stderr)."""
-    import ctypes, signal, subprocess, sys
-
-    def die_with_parent():  # Linux: the worker gets SIGKILL when this Ray worker dies
-        try:
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        except Exception:
-            pass
-
-    proc = subprocess.Popen(
-        [sys.executable, "-c", bootstrap, "accelopt-ray-task"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        preexec_fn=die_with_parent)
-    try:
-        out, err = proc.communicate(payload, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    except BaseException:  # cancelled (KeyboardInterrupt) or anything else: take it down
-        proc.kill()
-        proc.wait()
-        raise
-    return proc.returncode, out, err
-'''
-
 _lock = threading.Lock()
-_ray_users = 0  # RayTargets of this process that share the connection this module opened
+_ray_users = 0  # RayClusters of this process that share the connection this module opened
 _ray_owned = False  # True when ray.init was called by this module (then close may shut it down)
 
 
@@ -82,10 +62,131 @@ def _import_ray() -> Any:
     return ray
 
 
-def _task_function() -> Any:
-    namespace: dict[str, Any] = {"__name__": "accelopt_ray_task"}
-    exec(compile(_TASK_SOURCE, "<accelopt_ray_task>", "exec"), namespace)
-    return namespace["accelopt_evaluate"]
+def task_function(ray: Any) -> Callable[[str, bytes, float], tuple[int, bytes, bytes]]:
+    """:func:`accelopt_core.onsite.agent.run_ray_task`, with its module registered with Ray's
+    cloudpickle to be pickled by value: the nodes get the function's code, not a reference to
+    a module they do not have."""
+    ray.cloudpickle.register_pickle_by_value(onsite_agent)
+    return onsite_agent.run_ray_task
+
+
+class RayCluster:
+    """One target's use of the process-wide Ray connection, and the resource its tasks ask for.
+
+    Ray is connected on first :meth:`connect` (in a thread: ``ray.init`` blocks); one
+    connection per process is shared by all targets, and :meth:`release` disconnects
+    (``ray.shutdown``) only a connection this module opened, when its last user releases it.
+
+    Attributes:
+        resource: what each task asks for: ``GPU``, ``neuron_cores`` or ``CPU``.
+        capacity: the cluster's count of ``resource`` (1 before the first connection).
+        connected: :meth:`connect` succeeded.
+    """
+
+    def __init__(self, ray: Any, address: str, name: str) -> None:
+        self._ray = ray
+        self._address = address
+        self._name = name
+        self._lock = asyncio.Lock()
+        self.connected = False
+        self.resource = "CPU"
+        self.capacity = 1
+        self._refreshed = 0.0
+        self._released = False
+
+    async def connect(self) -> None:
+        """Connect (once) and read the cluster's resources.
+
+        Raises:
+            TargetError: the cluster cannot be reached.
+        """
+        if self.connected:
+            return
+        async with self._lock:
+            if self.connected:
+                return
+            await asyncio.to_thread(self._connect_blocking)
+            self.connected = True
+
+    async def refresh_if_stale(self) -> None:
+        """Re-read the resources when the last read is older than :data:`RESOURCE_REFRESH_S`
+        (errors keep the old values)."""
+        if time.monotonic() - self._refreshed > RESOURCE_REFRESH_S:
+            self._refreshed = time.monotonic()
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self._refresh_blocking)
+
+    def options(self) -> dict[str, Any]:
+        """Ray task options asking for one unit of :attr:`resource` (and one CPU)."""
+        if self.resource == "GPU":
+            return {"num_gpus": 1, "num_cpus": 1}
+        if self.resource == "neuron_cores":
+            return {"resources": {"neuron_cores": 1}, "num_cpus": 1}
+        return {"num_cpus": 1}
+
+    async def release(self) -> None:
+        """Stop using the connection; ``ray.shutdown`` when this module opened it and this
+        was its last user. Idempotent."""
+        global _ray_users, _ray_owned
+        if not self.connected or self._released:
+            return
+        self._released = True
+        with _lock:
+            _ray_users -= 1
+            shutdown = _ray_owned and _ray_users == 0
+            if shutdown:
+                _ray_owned = False
+        if shutdown:
+            await asyncio.to_thread(self._ray.shutdown)
+
+    def _connect_blocking(self) -> None:
+        global _ray_users, _ray_owned
+        ray = self._ray
+        with _lock:
+            if not ray.is_initialized():
+                try:
+                    self._init_with_retry()
+                except Exception as exc:
+                    raise TargetError(
+                        f"cannot connect to the Ray cluster {self._name}: "
+                        f"{type(exc).__name__}: {exc}. Start it with `ray start --head "
+                        "--ray-client-server-port=10001` on the head node (and `ray start "
+                        "--address=HEAD:6379` on each worker node), or check the address."
+                    ) from exc
+                _ray_owned = True
+            _ray_users += 1
+        self._refresh_blocking()
+
+    def _init_with_retry(self) -> None:
+        """``ray.init`` with up to :data:`CONNECT_ATTEMPTS` tries, 2 s apart, for the refusal a
+        just-started head gives: its client proxier accepts the connection before it can start
+        the per-client server ("Initialization failure from server"). Other errors (a wrong
+        address, a version mismatch) fail at once."""
+        ray = self._ray
+        for attempt in range(1, CONNECT_ATTEMPTS + 1):
+            try:
+                if self._address == "auto":
+                    ray.init(address="auto", log_to_driver=False, logging_level="warning")
+                else:
+                    ray.init(self._address, log_to_driver=False, logging_level="warning")
+                return
+            except ConnectionAbortedError:
+                if attempt == CONNECT_ATTEMPTS:
+                    raise
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                time.sleep(2.0)
+
+    def _refresh_blocking(self) -> None:
+        resources = self._ray.cluster_resources()
+        if resources.get("GPU", 0) >= 1:
+            self.resource, count = "GPU", resources["GPU"]
+        elif resources.get("neuron_cores", 0) >= 1:
+            self.resource, count = "neuron_cores", resources["neuron_cores"]
+        else:
+            self.resource, count = "CPU", resources.get("CPU", 1)
+        self.capacity = max(1, int(count))
+        self._refreshed = time.monotonic()
 
 
 class RayTarget:
@@ -106,18 +207,14 @@ class RayTarget:
         self.name = settings.target
         spec = settings.target.strip()
         if spec == "ray:auto":
-            self._address = "auto"
+            address = "auto"
         elif spec.startswith("ray://") and len(spec) > len("ray://"):
-            self._address = spec
+            address = spec
         else:
             raise TargetError(f"invalid ray target {spec!r}: use ray://HOST:PORT or ray:auto")
         self._ray = _import_ray()
-        self._connected = False
-        self._connect_lock = asyncio.Lock()
+        self._cluster = RayCluster(self._ray, address, self.name)
         self._remote: Any = None
-        self._resource: str = "CPU"
-        self._capacity = 1
-        self._refreshed = 0.0
         self._hello: dict[str, Any] | None = None
         self._pending: set[Any] = set()
         self._closed = False
@@ -126,7 +223,7 @@ class RayTarget:
     @property
     def capacity(self) -> int:
         """Cluster count of the requested resource (1 before the first connection)."""
-        return self._capacity
+        return self._cluster.capacity
 
     @property
     def fingerprint(self) -> str:
@@ -138,12 +235,12 @@ class RayTarget:
         stack = f"torch-{h.get('torch')}:triton-{h.get('triton')}"
         if h.get("neuronxcc"):
             stack += f":neuronxcc-{h['neuronxcc']}"
-        return f"{self.name}:{self._resource}:{h.get('device', '?')}:{stack}"
+        return f"{self.name}:{self.resource}:{h.get('device', '?')}:{stack}"
 
     @property
     def resource(self) -> str:
         """The resource each task asks for: ``GPU``, ``neuron_cores`` or ``CPU``."""
-        return self._resource
+        return self._cluster.resource
 
     async def probe(self) -> dict[str, Any]:
         """Connect and run one probe task with the same resource request as an evaluation.
@@ -156,8 +253,6 @@ class RayTarget:
             TargetError: the cluster cannot be reached.
         """
         await self._ensure_connected()
-        from accelopt_core.targets.shipping import decode_probe, encode_stdin
-
         rc, out, err = await self._submit(encode_stdin({"probe": True}), 120.0)
         probe = decode_probe(out) or {}
         info: dict[str, Any] = {
@@ -172,8 +267,8 @@ class RayTarget:
         info["worker_probe"] = probe
         if rc != 0 and not probe:
             info["error"] = err.decode(errors="replace")[-1500:]
-        info["resource"] = self._resource
-        info["capacity"] = self._capacity
+        info["resource"] = self.resource
+        info["capacity"] = self.capacity
         info["cluster"] = await asyncio.to_thread(self._ray.cluster_resources)
         self._hello = info
         return info
@@ -190,135 +285,53 @@ class RayTarget:
         Raises:
             TargetError: the cluster cannot be reached at all.
         """
-        import dataclasses
-
-        from accelopt_core.targets.shipping import decode_result, encode_stdin
-
         if self._closed:
             raise TargetError(f"target {self.name} is closed")
         started = time.perf_counter()
         await self._ensure_connected()
-        await self._maybe_refresh()
+        await self._cluster.refresh_if_stale()
         payload = encode_stdin(dataclasses.replace(request, device=None))
+        limit = request.timeout_s + TIMEOUT_MARGIN_S
         try:
-            rc, out, err = await self._submit(payload, request.timeout_s + TIMEOUT_MARGIN_S)
+            rc, out, err = await self._submit(payload, limit)
         except asyncio.TimeoutError:
-            return EvalResult.failure(
+            result = EvalResult.failure(
                 "timeout",
-                f"no result from the Ray cluster within "
-                f"{request.timeout_s + TIMEOUT_MARGIN_S:.0f} s (queueing included); the task "
-                "was cancelled",
-                eval_s=time.perf_counter() - started,
+                f"no result from the Ray cluster within {limit:.0f} s (queueing included); "
+                "the task was cancelled",
             )
         except _TaskLost as exc:
-            return EvalResult.failure(
-                "runtime_error", str(exc), eval_s=time.perf_counter() - started
-            )
-        result = decode_result(out, err, rc)
-        if self._hello is None and result.versions and result.device:
-            self._hello = {**result.versions, "device": result.device}
+            result = EvalResult.failure("runtime_error", str(exc))
+        else:
+            result = decode_result(out, err, rc)
+            if self._hello is None and result.versions and result.device:
+                self._hello = {**result.versions, "device": result.device}
         result.eval_s = time.perf_counter() - started
         return result
 
     async def close(self) -> None:
         """Cancel this target's pending tasks and release the Ray connection (``ray.shutdown``
         only when this module opened it and no other RayTarget uses it). Idempotent."""
-        global _ray_users, _ray_owned
         if self._closed:
             return
         self._closed = True
-        ray = self._ray
         for ref in list(self._pending):
             with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        if not self._connected:
-            return
-        with _lock:
-            _ray_users -= 1
-            shutdown = _ray_owned and _ray_users == 0
-            if shutdown:
-                _ray_owned = False
-        if shutdown:
-            await asyncio.to_thread(ray.shutdown)
+                self._ray.cancel(ref, force=True)
+        await self._cluster.release()
 
     # -- internals ------------------------------------------------------------------------
     async def _ensure_connected(self) -> None:
-        if self._connected:
-            return
-        async with self._connect_lock:
-            if self._connected:
-                return
-            await asyncio.to_thread(self._connect_blocking)
-            self._connected = True
-
-    def _connect_blocking(self) -> None:
-        global _ray_users, _ray_owned
-        ray = self._ray
-        with _lock:
-            if not ray.is_initialized():
-                try:
-                    self._init_with_retry(ray)
-                except Exception as exc:
-                    raise TargetError(
-                        f"cannot connect to the Ray cluster {self.name}: "
-                        f"{type(exc).__name__}: {exc}. Start it with `ray start --head "
-                        "--ray-client-server-port=10001` on the head node (and `ray start "
-                        "--address=HEAD:6379` on each worker node), or check the address."
-                    ) from exc
-                _ray_owned = True
-            _ray_users += 1
-        self._remote = ray.remote(max_retries=0)(_task_function())
-        self._refresh_blocking()
-
-    def _init_with_retry(self, ray: Any) -> None:
-        """``ray.init`` with up to :data:`CONNECT_ATTEMPTS` tries, 2 s apart, for the refusal a
-        just-started head gives: its client proxier accepts the connection before it can start
-        the per-client server ("Initialization failure from server"). Other errors (a wrong
-        address, a version mismatch) fail at once."""
-        for attempt in range(1, CONNECT_ATTEMPTS + 1):
-            try:
-                if self._address == "auto":
-                    ray.init(address="auto", log_to_driver=False, logging_level="warning")
-                else:
-                    ray.init(self._address, log_to_driver=False, logging_level="warning")
-                return
-            except ConnectionAbortedError:
-                if attempt == CONNECT_ATTEMPTS:
-                    raise
-                with contextlib.suppress(Exception):
-                    ray.shutdown()
-                time.sleep(2.0)
-
-    def _refresh_blocking(self) -> None:
-        resources = self._ray.cluster_resources()
-        if resources.get("GPU", 0) >= 1:
-            self._resource, count = "GPU", resources["GPU"]
-        elif resources.get("neuron_cores", 0) >= 1:
-            self._resource, count = "neuron_cores", resources["neuron_cores"]
-        else:
-            self._resource, count = "CPU", resources.get("CPU", 1)
-        self._capacity = max(1, int(count))
-        self._refreshed = time.monotonic()
-
-    async def _maybe_refresh(self) -> None:
-        if time.monotonic() - self._refreshed > RESOURCE_REFRESH_S:
-            self._refreshed = time.monotonic()
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(self._refresh_blocking)
-
-    def _options(self) -> dict[str, Any]:
-        if self._resource == "GPU":
-            return {"num_gpus": 1, "num_cpus": 1}
-        if self._resource == "neuron_cores":
-            return {"resources": {"neuron_cores": 1}, "num_cpus": 1}
-        return {"num_cpus": 1}
+        await self._cluster.connect()
+        if self._remote is None:
+            self._remote = self._ray.remote(max_retries=0)(task_function(self._ray))
 
     async def _submit(self, payload: bytes, timeout_s: float) -> tuple[int, bytes, bytes]:
-        from accelopt_core.targets.shipping import BOOTSTRAP
-
         ray = self._ray
         ref = await asyncio.to_thread(
-            lambda: self._remote.options(**self._options()).remote(BOOTSTRAP, payload, timeout_s)
+            lambda: self._remote.options(**self._cluster.options()).remote(
+                BOOTSTRAP, payload, timeout_s
+            )
         )
         self._pending.add(ref)
         try:
@@ -370,4 +383,4 @@ class _TaskLost(Exception):
     """The Ray task died without a result (node lost, worker killed, cancelled by Ray)."""
 
 
-__all__ = ["RayTarget", "TIMEOUT_MARGIN_S"]
+__all__ = ["RayCluster", "RayTarget", "TIMEOUT_MARGIN_S"]

@@ -1,0 +1,120 @@
+"""The on-site launchers of the worker, run here without a transport: the ssh agent
+(``accelopt_core.onsite.agent.main``, shipped as ``bundle("agent")``) talked to over pipes by
+the ssh target's own client code, and the Ray task as Ray ships it (pickled by value)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from accelopt_core.onsite.protocol import EvalRequest
+from accelopt_core.targets.shipping import BOOTSTRAP, bundle, decode_result, encode_stdin
+from accelopt_core.targets.ssh.agent import RemoteAgent, read_hello
+from tests.remote_fixtures import processes_matching
+
+CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
+
+
+def request(name: str, **fields) -> EvalRequest:
+    fields.setdefault("seeds", [1])
+    fields.setdefault("rep_ms", 5.0)
+    fields.setdefault("warmup_ms", 1.0)
+    fields.setdefault("timeout_s", 60.0)
+    return EvalRequest(
+        candidate_source=(CANDIDATES / name).read_text(),
+        harness_source=(CANDIDATES / "add.py").read_text(),
+        entry="add",
+        source_name=name,
+        **fields,
+    )
+
+
+async def start_agent_here(env: dict[str, str] | None = None) -> RemoteAgent:
+    """The agent as the ssh target starts it (``python -c BOOTSTRAP BOOTSTRAP``, the bundle
+    first on stdin), as a local process."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        BOOTSTRAP,
+        BOOTSTRAP,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        cwd=Path(__file__).parent,
+    )
+    proc.stdin.write(bundle("agent"))
+    hello = await asyncio.wait_for(read_hello(proc), 60)
+    return RemoteAgent(device="0", conn=None, proc=proc, hello=hello)
+
+
+async def test_agent_says_hello_runs_frames_and_exits_at_eof() -> None:
+    agent = await start_agent_here()
+    proc = agent.proc
+    assert agent.hello["pid"] == proc.pid
+    assert agent.hello["python"] == sys.version.split()[0]
+    assert agent.hello["devices"] and agent.hello["torch"]
+    assert agent.hello["cwd"] == str(Path(__file__).parent)
+    ok = decode_result(*_reordered(await agent.roundtrip(encode_stdin(request("add.py")))))
+    assert ok.status == "ok", ok
+    bad = decode_result(*_reordered(await agent.roundtrip(encode_stdin(request("zeros.py")))))
+    assert bad.status == "incorrect"
+    proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def test_eof_kills_the_running_worker_and_candidate() -> None:
+    marker = f"ACCELOPT_MARK_{uuid.uuid4().hex}"
+    agent = await start_agent_here({"ACCELOPT_TEST_MARK": marker})
+    reply = asyncio.ensure_future(agent.roundtrip(encode_stdin(request("hang.py"))))
+    deadline = time.monotonic() + 60
+    while len(processes_matching(marker)) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)  # agent + worker + candidate
+    assert len(processes_matching(marker)) >= 3
+    agent.proc.stdin.close()
+    assert await asyncio.wait_for(agent.proc.wait(), 30) == 0
+    deadline = time.monotonic() + 10
+    while processes_matching(marker) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert processes_matching(marker) == []
+    try:  # the agent may report the killed worker before it exits
+        returncode, _out, _err = await reply
+    except asyncio.IncompleteReadError:
+        return
+    assert returncode == -9  # SIGKILL
+
+
+def test_ray_task_travels_by_value(tmp_path: Path) -> None:
+    """The pickled task runs in a python where this project is not importable."""
+    ray = pytest.importorskip("ray")
+    from accelopt_core.targets.ray import task_function
+
+    blob = ray.cloudpickle.dumps(task_function(ray))
+    program = (
+        "import pickle, sys\n"
+        "try:\n    import accelopt_core\nexcept ImportError:\n    pass\n"
+        "else:\n    sys.exit('accelopt_core is importable here')\n"
+        "task = pickle.loads(sys.stdin.buffer.read())\n"
+        "print(task('import sys; print(sys.argv[1:], sys.stdin.read())', b'payload', 30))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-s", "-c", program],  # no site: no editable install
+        input=blob,
+        capture_output=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(Path(ray.__file__).parents[1]), "PATH": os.environ["PATH"]},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().strip() == "(0, b\"['accelopt-ray-task'] payload\\n\", b'')"
+
+
+def _reordered(frame: tuple[int, bytes, bytes]) -> tuple[bytes, bytes, int]:
+    returncode, out, err = frame
+    return out, err, returncode
