@@ -9,10 +9,8 @@ A memory or cache that cannot be opened (read-only directory, ...) is reported i
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from accelopt_core.evaluation import EvaluationCache, Evaluator
 from accelopt_core.kernelfile import KernelFile
@@ -21,11 +19,9 @@ from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Proposer
 from accelopt_core.search import BeamSearch, SearchReport
 from accelopt_core.settings import Settings
-from accelopt_core.targets import make_target
-from accelopt_core.targets.base import Target
+from accelopt_core.targets import Target, make_target
 
-log = logging.getLogger("accelopt.engine")
-
+#: A ``(level, message)`` log sink; levels are ``error|warning|info|debug``.
 LogFn = Callable[[str, str], None]
 
 
@@ -77,36 +73,6 @@ class Engine:
             self.warnings.append(warning)
             self._log("warning", warning)
 
-    def update_settings(self, settings: Settings) -> None:
-        """Apply new settings: the target is rebuilt when the target or evaluation settings
-        changed, the storage reopened when the memory directory changed."""
-        old = self.settings
-        self.settings = settings
-        if (old.target, old.ssh, old.evaluation) != (
-            settings.target,
-            settings.ssh,
-            settings.evaluation,
-        ):
-            if self._owns_target and self._target is not None:
-                stale = self._target
-                self._target = None
-                self._spawn_close(stale)
-            self._evaluator = None
-        elif self._evaluator is not None:
-            self._evaluator.settings = settings
-        if old.resolved_memory_dir() != settings.resolved_memory_dir():
-            self.warnings.clear()
-            self._open_storage()
-            self._evaluator = None
-
-    def _spawn_close(self, target: Target) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        task = loop.create_task(target.close())
-        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
-
     @property
     def target(self) -> Target:
         """The target, built on first use. Raises TargetError for an unusable target spec."""
@@ -117,6 +83,7 @@ class Engine:
 
     @property
     def evaluator(self) -> Evaluator:
+        """The evaluator on :attr:`target` with the evaluation cache, built on first use."""
         if self._evaluator is None:
             self._evaluator = Evaluator(self.target, self.settings, self.cache)
         return self._evaluator
@@ -189,10 +156,14 @@ class Engine:
 
 
 def _name(kernel_file: KernelFile) -> str:
+    """The file name shown in evaluation messages (``softmax.py``)."""
     return kernel_file.path.replace("\\", "/").rsplit("/", 1)[-1] or "kernel.py"
 
 
 def _entry(kernel_file: KernelFile, kernel_name: str | None) -> str:
+    """The launcher to time: ``BENCH["entry"]``, or the launcher of ``kernel_name`` that is the
+    harness entry. Raises ValueError (no complete harness, no entry) or KeyError (no such
+    kernel)."""
     harness = kernel_file.harness
     if harness is None or not harness.complete:
         problems = "; ".join(
@@ -211,15 +182,3 @@ def _entry(kernel_file: KernelFile, kernel_name: str | None) -> str:
     if not entry:
         raise ValueError(f"{kernel_file.path}: no launcher of {kernel_name} is the harness entry")
     return entry
-
-
-def report_summary(report: SearchReport) -> dict[str, Any]:
-    """A compact summary of a report (for logs and the server's job list)."""
-    best = report.best
-    return {
-        "kernel": report.kernel_name,
-        "stopped": report.stopped_reason,
-        "best_speedup": best.speedup if best else None,
-        "candidates": len(report.candidates),
-        "evaluated": report.evaluated,
-    }

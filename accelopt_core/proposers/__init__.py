@@ -1,9 +1,24 @@
-"""Proposers of plans and samples: the Proposer protocol and its data (this package's root),
-the offline proposer (:mod:`.offline`), the LLM client (:mod:`.llm`) and the LLM agents
-(:mod:`.agents`: planner, executor, summarizer, fixer; replies parsed in :mod:`.parsing`,
-prompts in ``prompts/``). Only the protocol is imported here, so the openai client loads only
-when agents are used."""
+"""Proposers of plans and samples.
 
-from accelopt_core.proposers.base import Plan, ProposalContext, Proposer, Rule, Sample, Usage
+- :mod:`.base` (re-exported here): the Proposer protocol and its data (Plan, Sample, Rule,
+  Usage, ProposalContext) and the agent ROLES.
+- :mod:`.offline`: the offline proposer (launch-parameter retuning, no LLM).
+- :mod:`.agents`: the LLM agents (planner, executor, summarizer, fixer) as a Proposer;
+  :mod:`.llm` the OpenAI-compatible client (retries, tokens, cost, budget); :mod:`.prompting`
+  the prompt files (``prompts/``) and the values that fill them; :mod:`.parsing` the replies
+  turned into plans, candidates and rules.
 
-__all__ = ["Plan", "ProposalContext", "Proposer", "Rule", "Sample", "Usage"]
+Only the protocol is imported here, so the openai client loads only when agents are used.
+"""
+
+from accelopt_core.proposers.base import (
+    ROLES,
+    Plan,
+    ProposalContext,
+    Proposer,
+    Rule,
+    Sample,
+    Usage,
+)
+
+__all__ = ["ROLES", "Plan", "ProposalContext", "Proposer", "Rule", "Sample", "Usage"]

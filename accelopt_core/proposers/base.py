@@ -1,9 +1,11 @@
-"""What the beam search asks of whoever proposes rewrites.
+"""What the beam search asks of whoever proposes rewrites: the :class:`Proposer` protocol and
+its data (:class:`Plan`, :class:`Sample`, :class:`Rule`, :class:`Usage`, :class:`ProposalContext`),
+and the agent roles.
 
-Two implementations: :class:`accelopt_core.proposers.offline.OfflineProposer` (no LLM: rewrites launch
-parameters such as ``BLOCK_SIZE``, ``num_warps``, ``num_stages``) and
-:class:`accelopt_core.proposers.agents.AgentProposer` (planner / executor / summarizer / fixer LLM agents,
-as in AccelOpt, arXiv 2511.15915).
+Two implementations: :class:`accelopt_core.proposers.offline.OfflineProposer` (no LLM: rewrites
+launch parameters such as ``BLOCK_SIZE``, ``num_warps``, ``num_stages``) and
+:class:`accelopt_core.proposers.agents.AgentProposer` (planner / executor / summarizer / fixer
+LLM agents, as in AccelOpt, arXiv 2511.15915).
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from accelopt_core.onsite.protocol import EvalResult
 
 if TYPE_CHECKING:
     from accelopt_core.kernelfile import KernelFile
+
+#: The LLM agent roles: each has a prompt file, an optional endpoint override and its own usage.
+ROLES: tuple[str, ...] = ("planner", "executor", "summarizer", "fixer")
 
 
 @dataclass
@@ -31,12 +36,14 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
     def add(self, other: Usage) -> None:
+        """Add ``other``'s tokens, calls and cost to this one (in place)."""
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.calls += other.calls
         self.cost_usd += other.cost_usd
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form: the tokens, their total, the calls and the cost (USD, 6 decimals)."""
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,

@@ -23,18 +23,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
-from accelopt_core.proposers import Usage
+from accelopt_core.proposers.base import ROLES, Usage
 from accelopt_core.settings import LLMSettings
 
 log = logging.getLogger("accelopt.llm")
 
-ROLES: tuple[str, ...] = ("planner", "executor", "summarizer", "fixer")
 #: Key sent when the key variable is unset and a custom ``baseUrl`` is configured.
 PLACEHOLDER_KEY = "not-needed"
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
@@ -90,6 +89,21 @@ class Completion:
     finish_reason: str | None = None
 
 
+@dataclass(frozen=True)
+class _Endpoint:
+    """Where one role's calls go: base URL (None: the OpenAI endpoint), model and key variable."""
+
+    role: str
+    base_url: str | None
+    model: str | None
+    key_env: str
+
+    @property
+    def display(self) -> str:
+        """The base URL for messages (user:password stripped)."""
+        return _display_url(self.base_url or DEFAULT_ENDPOINT)
+
+
 def _display_url(url: str) -> str:
     """The URL without user:password, for messages."""
     try:
@@ -132,7 +146,7 @@ class LLMClient:
     # -- accounting --------------------------------------------------------------------------
     def usage_by_role(self) -> dict[str, Usage]:
         """Usage per role so far (copies), only roles that made calls."""
-        return {role: _copy(u) for role, u in self._usage.items()}
+        return {role: replace(u) for role, u in self._usage.items()}
 
     def total(self) -> Usage:
         """Usage summed over all roles."""
@@ -157,31 +171,34 @@ class LLMClient:
         ) / 1e6
 
     # -- endpoints ---------------------------------------------------------------------------
-    def _role(self, role: str) -> tuple[str | None, str | None, str]:
+    def _endpoint(self, role: str) -> _Endpoint:
         if role in ROLES:
             eff = self.settings.role(role)  # type: ignore[arg-type]
-            return eff.base_url, eff.model, eff.api_key_env or self.settings.api_key_env
-        return self.settings.base_url, self.settings.model, self.settings.api_key_env
+            key_env = eff.api_key_env or self.settings.api_key_env
+            return _Endpoint(role, eff.base_url, eff.model, key_env)
+        return _Endpoint(
+            role, self.settings.base_url, self.settings.model, self.settings.api_key_env
+        )
 
-    def _key(self, base_url: str | None, key_env: str) -> str | None:
+    def _key(self, ep: _Endpoint) -> str | None:
         env = self._environ if self._environ is not None else os.environ
-        key = env.get(key_env)
+        key = env.get(ep.key_env)
         if key:
             return key
-        return PLACEHOLDER_KEY if base_url else None
+        return PLACEHOLDER_KEY if ep.base_url else None
 
-    def _client(self, base_url: str | None, key_env: str, key: str) -> openai.AsyncOpenAI:
+    def _client(self, ep: _Endpoint, key: str) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
-        cached = self._clients.get((base_url, key_env))
+        cached = self._clients.get((ep.base_url, ep.key_env))
         if cached is not None and cached[1] is loop:
             return cached[0]
         client = openai.AsyncOpenAI(
             api_key=key,
-            base_url=base_url or None,
+            base_url=ep.base_url or None,
             timeout=self.settings.timeout_s,
             max_retries=self.settings.max_retries,
         )
-        self._clients[(base_url, key_env)] = (client, loop)
+        self._clients[(ep.base_url, ep.key_env)] = (client, loop)
         return client
 
     async def warm(self) -> None:
@@ -189,10 +206,10 @@ class LLMClient:
         request (creating a client's transport costs ~0.2 s: SSL context). The search calls this
         while the baseline is evaluated, so the first planner call does not pay it."""
         for role in ROLES:
-            base_url, _model, key_env = self._role(role)
-            key = self._key(base_url, key_env)
+            ep = self._endpoint(role)
+            key = self._key(ep)
             if key is not None:
-                self._client(base_url, key_env, key)
+                self._client(ep, key)
 
     async def close(self) -> None:
         """Close the HTTP connections of the clients made on the running event loop."""
@@ -227,88 +244,101 @@ class LLMClient:
                 and status; never the key.
             asyncio.CancelledError: the caller was cancelled.
         """
-        base_url, model, key_env = self._role(role)
-        endpoint = _display_url(base_url or DEFAULT_ENDPOINT)
+        ep = self._endpoint(role)
+        client = self._client(ep, self._ready(ep))
+        temp = self.settings.temperature if temperature is None else temperature
+        try:
+            response = await client.chat.completions.create(
+                model=ep.model, messages=messages, temperature=temp
+            )
+        except (openai.OpenAIError, ValueError) as exc:
+            message, status = _failure(exc, self.settings)
+            raise self._error(ep, message, status) from None
+        return self._record(ep, response)
 
-        def error(msg: str, status: int | None = None, cls: type[LLMError] = LLMError) -> LLMError:
-            text = f"{role} call to {endpoint} (model {model or '<none>'}) failed: {msg}"
-            key = self._key(base_url, key_env)
-            if key and key != PLACEHOLDER_KEY:
-                text = text.replace(key, "<api key>")
-            return cls(text, role=role, endpoint=endpoint, model=model, status=status)
-
+    def _ready(self, ep: _Endpoint) -> str:
+        """The API key for a call to ``ep``; raises LLMBudgetError / LLMError when no call may
+        be made (budget spent, no model, no key for the OpenAI endpoint)."""
         if self.over_budget:
-            raise error(
+            raise self._error(
+                ep,
                 f"token budget of {self.max_tokens} tokens is spent "
                 f"({self.total().total_tokens} used)",
                 cls=LLMBudgetError,
             )
-        if not model:
-            raise error("no model is configured (set accelopt.llm.model)")
-        key = self._key(base_url, key_env)
+        if not ep.model:
+            raise self._error(ep, "no model is configured (set accelopt.llm.model)")
+        key = self._key(ep)
         if key is None:
-            raise error(
-                f"no API key: set the environment variable {key_env} "
-                "(or accelopt.llm.apiKeyEnv to the variable that holds it)"
+            raise self._error(
+                ep,
+                f"no API key: set the environment variable {ep.key_env} "
+                "(or accelopt.llm.apiKeyEnv to the variable that holds it)",
             )
-        client = self._client(base_url, key_env, key)
-        temp = self.settings.temperature if temperature is None else temperature
-        retries = self.settings.max_retries
-        after = f" after {retries} retries" if retries else ""
+        return key
 
-        def retried(status: int) -> str:  # the statuses the openai client retries
-            return after if status in (408, 409, 429) or status >= 500 else ""
+    def _error(
+        self, ep: _Endpoint, msg: str, status: int | None = None, cls: type[LLMError] = LLMError
+    ) -> LLMError:
+        """An error naming the role, endpoint and model; the API key scrubbed from its text."""
+        text = f"{ep.role} call to {ep.display} (model {ep.model or '<none>'}) failed: {msg}"
+        key = self._key(ep)
+        if key and key != PLACEHOLDER_KEY:
+            text = text.replace(key, "<api key>")
+        return cls(text, role=ep.role, endpoint=ep.display, model=ep.model, status=status)
 
-        try:
-            response = await client.chat.completions.create(
-                model=model, messages=messages, temperature=temp
-            )
-        except openai.APIStatusError as exc:
-            raise error(
-                f"HTTP {exc.status_code}{retried(exc.status_code)}: {_status_text(exc)}",
-                exc.status_code,
-            ) from None
-        except openai.APITimeoutError:
-            raise error(f"timed out after {self.settings.timeout_s:g} s{after}") from None
-        except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            raise error(
-                f"cannot connect{after}: {_short(str(cause) or type(cause).__name__)}"
-            ) from None
-        except (openai.OpenAIError, ValueError) as exc:
-            raise error(f"unreadable response: {_short(str(exc)) or type(exc).__name__}") from None
-
-        if not hasattr(response, "choices") or not getattr(response, "choices", None):
-            raise error("unreadable response: not a chat completion")
+    def _record(self, ep: _Endpoint, response: Any) -> Completion:
+        """The Completion of a response, its tokens and cost added to the role's usage.
+        Raises LLMError when the response is not a chat completion."""
+        if not getattr(response, "choices", None):
+            raise self._error(ep, "unreadable response: not a chat completion")
         choice = response.choices[0]
-        content = getattr(choice.message, "content", None) or ""
         u = getattr(response, "usage", None)
         prompt_tokens = int(getattr(u, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(u, "completion_tokens", 0) or 0)
-        answered_by = getattr(response, "model", None) or model
-        price_model = model if model in self.settings.prices else answered_by
+        answered_by = getattr(response, "model", None) or ep.model
+        price_model = ep.model if ep.model in self.settings.prices else answered_by
         usage = Usage(
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             calls=1,
             cost_usd=self.price_of(price_model, prompt_tokens, completion_tokens),
         )
-        self._usage.setdefault(role, Usage()).add(usage)
+        self._usage.setdefault(ep.role, Usage()).add(usage)
         log.debug(
             "%s call (model %s): %d prompt + %d completion tokens, finish %s",
-            role,
+            ep.role,
             answered_by,
             prompt_tokens,
             completion_tokens,
             choice.finish_reason,
         )
+        text = getattr(choice.message, "content", None) or ""
         return Completion(
-            text=content,
+            text=text,
             usage=usage,
             model=answered_by,
-            role=role,
+            role=ep.role,
             finish_reason=choice.finish_reason,
         )
+
+
+def _failure(exc: Exception, settings: LLMSettings) -> tuple[str, int | None]:
+    """What went wrong in a request that raised ``exc`` after the openai client's retries:
+    (message, HTTP status or None). Says "after N retries" for the failures the client retries
+    (408, 409, 429, 5xx, connection errors, timeouts)."""
+    retries = settings.max_retries
+    after = f" after {retries} retries" if retries else ""
+    if isinstance(exc, openai.APIStatusError):
+        code = exc.status_code
+        retried = after if code in (408, 409, 429) or code >= 500 else ""
+        return f"HTTP {code}{retried}: {_status_text(exc)}", code
+    if isinstance(exc, openai.APITimeoutError):
+        return f"timed out after {settings.timeout_s:g} s{after}", None
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc
+        return f"cannot connect{after}: {_short(str(cause) or type(cause).__name__)}", None
+    return f"unreadable response: {_short(str(exc)) or type(exc).__name__}", None
 
 
 def _status_text(exc: openai.APIStatusError) -> str:
@@ -329,14 +359,6 @@ def _status_text(exc: openai.APIStatusError) -> str:
 
 
 def _short(s: str, limit: int = 300) -> str:
+    """``s`` on one line (whitespace runs collapsed), cut to ``limit`` characters with "..."."""
     s = " ".join(str(s).split())
     return s if len(s) <= limit else s[: limit - 3] + "..."
-
-
-def _copy(u: Usage) -> Usage:
-    return Usage(
-        prompt_tokens=u.prompt_tokens,
-        completion_tokens=u.completion_tokens,
-        calls=u.calls,
-        cost_usd=u.cost_usd,
-    )

@@ -20,15 +20,16 @@ kernels that call ``tl.dot``; ``num_warps`` 1, 2, 4, 8, 16; ``num_stages`` 1..5.
 from __future__ import annotations
 
 import ast
-import hashlib
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from accelopt_core.kernelfile import SourceRange, parse_kernel_file, source_fingerprint, split_lines
+from accelopt_core.kernelfile import KernelInfo, parse_kernel_file, source_fingerprint
 from accelopt_core.onsite.protocol import EvalResult
-from accelopt_core.proposers import Plan, ProposalContext, Rule, Sample, Usage
+from accelopt_core.proposers.base import Plan, ProposalContext, Rule, Sample, Usage
+from accelopt_core.textdiff import SourceRange, apply_hunks, split_lines
 
 __all__ = [
     "TunableParam",
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 ParamKind = Literal["block", "num_warps", "num_stages"]
+Origin = Literal["launch", "assignment"]
 
 BLOCK_MIN, BLOCK_MAX, DOT_BLOCK_MAX = 16, 8192, 128
 WARPS = (1, 2, 4, 8, 16)
@@ -62,6 +64,8 @@ class TunableParam:
         origin: ``launch`` (a keyword literal in ``kernel[grid](...)``) or ``assignment``
             (``NAME = <int>`` in the launcher, passed on by name).
         uses_dot: the kernel calls ``tl.dot`` (tighter bounds for block sizes).
+        primary: the launch is of the kernel being optimized (not of a sibling kernel
+            launched by the same launcher).
     """
 
     name: str
@@ -70,12 +74,13 @@ class TunableParam:
     range: SourceRange
     launcher: str
     kernel: str
-    origin: Literal["launch", "assignment"]
+    origin: Origin
     uses_dot: bool = False
     primary: bool = True
 
     @property
     def key(self) -> tuple[str, str, str]:
+        """``(launcher, kernel, name)``: what identifies the parameter across rewrites."""
         return (self.launcher, self.kernel, self.name)
 
     @property
@@ -93,9 +98,11 @@ class Change:
 
     @property
     def title(self) -> str:
+        """``BLOCK_SIZE 32 -> 128``: the plan title of this change."""
         return f"{self.param.label} {self.param.value} -> {self.new}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The change as stored in ``Plan.data["changes"]`` (JSON-safe)."""
         return {
             "launcher": self.param.launcher,
             "kernel": self.param.kernel,
@@ -166,76 +173,93 @@ def _find_tunables(source: str, kernel_name: str) -> list[TunableParam]:
         return []
     kernels = {k.name: k for k in kf.kernels if k.backend == "triton"}
     launchers = {la.name for la in kf.launchers if kernel_name in la.kernels}
-    tree = ast.parse(source)
     lines = split_lines(source)
     found: dict[tuple[str, str, str], TunableParam] = {}
-    for fn in tree.body:
+    for fn in ast.parse(source).body:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name not in launchers:
             continue
-        # Launcher locals assigned an integer literal, and how often each name is bound.
-        assigns: list[tuple[int, str, ast.Constant]] = []
-        stores: dict[str, int] = {}
-        for node in ast.walk(fn):
-            if (
-                isinstance(node, ast.Assign)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-                and _int_literal(node.value) is not None
-            ):
-                assigns.append((node.lineno, node.targets[0].id, node.value))  # type: ignore[arg-type]
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                stores[node.id] = stores.get(node.id, 0) + 1
-        calls = sorted(
-            (
-                n
-                for n in ast.walk(fn)
-                if isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Subscript)
-                and isinstance(n.func.value, ast.Name)
-                and n.func.value.id in kernels
-            ),
-            key=lambda n: (n.lineno, n.col_offset),
-        )
-        for call in calls:
-            kname = call.func.value.id  # type: ignore[attr-defined]
-            kernel = kernels[kname]
-            constexpr = set(kernel.constexpr_params)
-            uses_dot = any(name.split(".")[-1] == "dot" for name, _ in kernel.api_calls)
-            for kw in call.keywords:
-                if kw.arg is None:
-                    continue
-                kind = _kind(kw.arg, constexpr)
-                if kind is None:
-                    continue
-                literal: ast.Constant | None = None
-                origin: Literal["launch", "assignment"] = "launch"
-                if _int_literal(kw.value) is not None:
-                    literal = kw.value  # type: ignore[assignment]
-                elif isinstance(kw.value, ast.Name):
-                    name = kw.value.id
-                    # Only a local bound once, by a plain `NAME = <int>`, is safe to rewrite.
-                    mine = [a for a in assigns if a[1] == name and a[0] <= call.lineno]
-                    if mine and stores.get(name) == 1:
-                        literal = mine[-1][2]
-                        origin = "assignment"
-                if literal is None:
-                    continue
-                rng = _range(lines, literal)
-                key = (fn.name, kname, kw.arg)
-                if key in found or any(p.range == rng for p in found.values()):
-                    continue  # one literal feeding two launches is tuned once
-                found[key] = TunableParam(
-                    name=kw.arg,
-                    kind=kind,
-                    value=int(literal.value),
-                    range=rng,
-                    launcher=fn.name,
-                    kernel=kname,
-                    origin=origin,
-                    uses_dot=uses_dot,
-                    primary=kname == kernel_name,
-                )
+        for param in _launcher_tunables(fn, kernels, kernel_name, lines):
+            if param.key in found or any(p.range == param.range for p in found.values()):
+                continue  # one literal feeding two launches is tuned once
+            found[param.key] = param
     return sorted(found.values(), key=lambda p: (not p.primary, p.range))
+
+
+def _launcher_tunables(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    kernels: dict[str, KernelInfo],
+    kernel_name: str,
+    lines: list[str],
+) -> Iterator[TunableParam]:
+    """The tunables of each Triton launch in launcher ``fn``, launches in source order."""
+    local_ints = _single_int_locals(fn)
+    for call in _launches(fn, kernels):
+        kname = call.func.value.id  # type: ignore[attr-defined]
+        kernel = kernels[kname]
+        constexpr = set(kernel.constexpr_params)
+        uses_dot = any(name.split(".")[-1] == "dot" for name, _ in kernel.api_calls)
+        for kw in call.keywords:
+            kind = _kind(kw.arg, constexpr) if kw.arg else None
+            found = _keyword_literal(kw.value, call.lineno, local_ints) if kind else None
+            if kind is None or found is None:
+                continue
+            literal, origin = found
+            yield TunableParam(
+                name=str(kw.arg),
+                kind=kind,
+                value=int(literal.value),
+                range=_range(lines, literal),
+                launcher=fn.name,
+                kernel=kname,
+                origin=origin,
+                uses_dot=uses_dot,
+                primary=kname == kernel_name,
+            )
+
+
+def _single_int_locals(fn: ast.AST) -> dict[str, tuple[int, ast.Constant]]:
+    """Locals of ``fn`` bound exactly once, by a plain ``NAME = <int>``: name -> (line of the
+    assignment, the literal). Only such a local is safe to rewrite."""
+    assigned: dict[str, tuple[int, ast.Constant]] = {}
+    stores: dict[str, int] = {}
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and _int_literal(node.value) is not None
+        ):
+            assigned[node.targets[0].id] = (node.lineno, node.value)  # type: ignore[assignment]
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    return {name: found for name, found in assigned.items() if stores.get(name) == 1}
+
+
+def _launches(fn: ast.AST, kernels: dict[str, KernelInfo]) -> list[ast.Call]:
+    """The ``kernel[grid](...)`` calls in ``fn`` of a kernel in ``kernels``, in source order."""
+    calls = (
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Subscript)
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id in kernels
+    )
+    return sorted(calls, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _keyword_literal(
+    value: ast.expr, call_line: int, local_ints: dict[str, tuple[int, ast.Constant]]
+) -> tuple[ast.Constant, Origin] | None:
+    """The integer literal a launch keyword's value comes from: the value itself (``launch``),
+    or the assignment of a local passed by name before the call (``assignment``)."""
+    if _int_literal(value) is not None:
+        return value, "launch"  # type: ignore[return-value]
+    if isinstance(value, ast.Name) and value.id in local_ints:
+        line, literal = local_ints[value.id]
+        if line <= call_line:
+            return literal, "assignment"
+    return None
 
 
 def allowed_values(param: TunableParam) -> list[int]:
@@ -272,28 +296,15 @@ def _ranked_moves(param: TunableParam, rng: random.Random) -> list[Change]:
 def apply_changes(source: str, changes: list[Change]) -> str:
     """``source`` with each change's integer literal replaced by its new value; every other
     character is kept. Raises ValueError when two changes touch the same literal."""
-    lines = split_lines(source)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-
-    def offset(line: int, col: int) -> int:
-        return starts[line - 1] + col
-
-    spans = sorted(
-        ((offset(*c.param.range.start), offset(*c.param.range.end), str(c.new)) for c in changes),
-        reverse=True,
-    )
-    for (s1, _, _), (_, e2, _) in zip(spans, spans[1:], strict=False):
-        if e2 > s1:
+    ranges = sorted(c.param.range for c in changes)
+    for earlier, later in zip(ranges, ranges[1:], strict=False):
+        if earlier.end > later.start:
             raise ValueError("two changes overlap the same literal")
-    out = source
-    for start, end, text in spans:
-        out = out[:start] + text + out[end:]
-    return out
+    return apply_hunks(source, [(c.param.range, str(c.new)) for c in changes])
 
 
-def _describe(change: Change) -> str:
+def _plan_text(change: Change) -> str:
+    """The plan's full text: ``Raise BLOCK_SIZE from 32 to 128 in softmax (the launch of ...``."""
     p = change.param
     verb = "Raise" if change.new > p.value else "Lower"
     where = "the launch keyword" if p.origin == "launch" else f"the local {p.name} = ..."
@@ -301,6 +312,15 @@ def _describe(change: Change) -> str:
         f"{verb} {p.name} from {p.value} to {change.new} in {p.launcher} (the launch of "
         f"{p.kernel}; {where}, line {p.range.start_line})."
     )
+
+
+def _round_robin(queues: list[list[Change]]) -> Iterator[Change]:
+    """The changes of ``queues`` taken one queue at a time in turn (each queue's order kept),
+    until all are empty. The queues are consumed."""
+    while any(queues):
+        for queue in queues:
+            if queue:
+                yield queue.pop(0)
 
 
 @dataclass
@@ -314,94 +334,64 @@ class OfflineProposer:
     seed: int = 0
     name: str = "offline"
     _rng: random.Random = field(init=False, repr=False)
+    #: Per (parent fingerprint, kernel): the (launcher, kernel, name, new value) already planned.
     _tried: dict[tuple[str, str], set[tuple[str, str, str, int]]] = field(
         default_factory=dict, init=False, repr=False
     )
-
+    #: Per (parent fingerprint, kernel): fingerprints of the samples already produced.
     _made: dict[tuple[str, str], set[str]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
 
-    # ----------------------------------------------------------------------------------------
-
-    def _moves(self, source: str, kernel_name: str) -> list[list[Change]]:
-        params = find_tunables(source, kernel_name)
-        return [_ranked_moves(p, self._rng) for p in params]
-
     async def plan(self, ctx: ProposalContext, n: int) -> list[Plan]:
         """Up to ``n`` plans, each one change not yet proposed for this parent, taken
         round-robin over the parameters (in an order drawn from the seed), preferred moves
         first. Fewer (or none) when the launcher exposes nothing left to change."""
-        per_param = self._moves(ctx.parent_source, ctx.kernel_name)
+        params = find_tunables(ctx.parent_source, ctx.kernel_name)
+        per_param = [_ranked_moves(p, self._rng) for p in params]
         self._rng.shuffle(per_param)
         tried = self._tried.setdefault(
             (source_fingerprint(ctx.parent_source), ctx.kernel_name), set()
         )
+        fresh = [[c for c in moves if _mark(c) not in tried] for moves in per_param]
         plans: list[Plan] = []
-        queues = [list(moves) for moves in per_param]
-        while len(plans) < n and any(queues):
-            for queue in queues:
-                while queue:
-                    change = queue.pop(0)
-                    mark = (*change.param.key, change.new)
-                    if mark in tried:
-                        continue
-                    tried.add(mark)
-                    plans.append(self._plan(change))
-                    break
-                if len(plans) >= n:
-                    break
+        for change in _round_robin(fresh):
+            if len(plans) >= n:
+                break
+            tried.add(_mark(change))
+            plans.append(_plan(change))
         return plans
-
-    def _plan(self, change: Change) -> Plan:
-        return Plan(
-            title=change.title,
-            text=_describe(change),
-            data={"changes": [change.to_dict()]},
-        )
 
     async def implement(self, ctx: ProposalContext, plan: Plan, k: int) -> list[Sample]:
         """Up to ``k`` samples: the first applies ``plan`` exactly; each further one adds one
         change of another parameter (preferred moves first), skipping candidates already
-        produced for this parent by an earlier plan, so fewer than ``k`` may come back. A plan whose parameter
-        is no longer in the parent gives one Sample with ``source=None`` and the reason."""
+        produced for this parent by an earlier plan, so fewer than ``k`` may come back. A plan
+        whose parameter is no longer in the parent gives one Sample with ``source=None`` and
+        the reason."""
+        if k < 1:
+            return []
         source = ctx.parent_source
-        wanted = plan.data.get("changes") or []
         params = {p.key: p for p in find_tunables(source, ctx.kernel_name)}
-        base: list[Change] = []
-        for spec in wanted:
-            p = params.get((spec.get("launcher"), spec.get("kernel"), spec.get("name")))
-            if p is None:
-                return [
-                    Sample(
-                        None,
-                        error=(
-                            f"launch parameter {spec.get('name')} not found in launcher "
-                            f"{spec.get('launcher')} of {ctx.kernel_name}"
-                        ),
-                    )
-                ]
-            base.append(Change(p, int(spec["new"])))
-        if not base or k < 1:
-            return [] if k < 1 else [Sample(None, error="plan holds no change")]
-        first = apply_changes(source, base)
+        base = _plan_changes(plan, params, ctx.kernel_name)
+        if isinstance(base, Sample):
+            return [base]
         made = self._made.setdefault((source_fingerprint(source), ctx.kernel_name), set())
-        made.add(_digest(first))
+        first = apply_changes(source, base)
+        made.add(source_fingerprint(first))
         samples = [Sample(first)]
         touched = {c.param.key for c in base}
         extras = [_ranked_moves(p, self._rng) for key, p in params.items() if key not in touched]
         self._rng.shuffle(extras)
         # Extra changes round-robin over the other parameters, skipping any candidate this
         # parent already produced (plan A + change B == plan B + change A).
-        while len(samples) < k and any(extras):
-            for queue in extras:
-                if not queue or len(samples) >= k:
-                    continue
-                candidate = apply_changes(source, [*base, queue.pop(0)])
-                if _digest(candidate) not in made:
-                    made.add(_digest(candidate))
-                    samples.append(Sample(candidate))
+        for extra in _round_robin(extras):
+            if len(samples) >= k:
+                break
+            candidate = apply_changes(source, [*base, extra])
+            if source_fingerprint(candidate) not in made:
+                made.add(source_fingerprint(candidate))
+                samples.append(Sample(candidate))
         return samples
 
     async def fix(
@@ -423,18 +413,11 @@ class OfflineProposer:
                 (str(c.get("label") or c.get("name")), int(c.get("old", 0)), int(c.get("new", 0)))
                 for c in plan.data.get("changes", [])
             ]
+        what = _what_changed(changes) or plan.title or "this change"
         kernel = ctx.kernel_name
-        if changes:
-            what = " and ".join(
-                f"{'raise' if new > old else 'lower'} {name} from {old} to {new}"
-                for name, old, new in changes
-            )
-        else:
-            what = plan.title or "this change"
-        what = what[0].upper() + what[1:]
         if speedup > 1:
-            rule = f"{what} in {kernel}: {speedup:.2g}x faster"
-            title = f"{what}"
+            rule = f"{what[0].upper() + what[1:]} in {kernel}: {speedup:.2g}x faster"
+            title = what[0].upper() + what[1:]
         else:
             slower = f"{1 / speedup:.2g}x slower" if speedup > 0 else "no gain"
             rule = f"Do not {what[0].lower() + what[1:]} in {kernel}: {slower} ({speedup:.2g}x)"
@@ -446,11 +429,45 @@ class OfflineProposer:
         return {}
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _mark(change: Change) -> tuple[str, str, str, int]:
+    """What identifies a plan among those tried for one parent: parameter key and new value."""
+    return (*change.param.key, change.new)
+
+
+def _plan(change: Change) -> Plan:
+    return Plan(title=change.title, text=_plan_text(change), data={"changes": [change.to_dict()]})
+
+
+def _plan_changes(
+    plan: Plan, params: dict[tuple[str, str, str], TunableParam], kernel_name: str
+) -> list[Change] | Sample:
+    """The changes ``plan`` stores, bound to the parent's ``params``; a failed Sample saying why
+    when a parameter is no longer in the parent or the plan holds no change."""
+    changes: list[Change] = []
+    for spec in plan.data.get("changes") or []:
+        p = params.get((spec.get("launcher"), spec.get("kernel"), spec.get("name")))
+        if p is None:
+            return Sample(
+                None,
+                error=(
+                    f"launch parameter {spec.get('name')} not found in launcher "
+                    f"{spec.get('launcher')} of {kernel_name}"
+                ),
+            )
+        changes.append(Change(p, int(spec["new"])))
+    return changes or Sample(None, error="plan holds no change")
+
+
+def _what_changed(changes: list[tuple[str, int, int]]) -> str:
+    """``raise BLOCK_SIZE from 32 to 128 and lower num_warps from 8 to 4`` ('' for none)."""
+    return " and ".join(
+        f"{'raise' if new > old else 'lower'} {name} from {old} to {new}"
+        for name, old, new in changes
+    )
 
 
 def _diff_params(slow: str, fast: str, kernel_name: str) -> list[tuple[str, int, int]]:
+    """(label, slow value, fast value) of each tunable whose value differs between the two."""
     before = {p.key: p for p in find_tunables(slow, kernel_name)}
     after = {p.key: p for p in find_tunables(fast, kernel_name)}
     out = []

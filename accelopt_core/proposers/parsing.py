@@ -1,4 +1,5 @@
-"""Pure functions that turn agent replies into plans, samples and rules.
+"""Pure functions that turn agent replies into plans, samples and rules (and tell when two plan
+titles name the same plan: :func:`title_key`).
 
 Nothing here calls a model or raises on a bad reply: a reply that holds no usable code becomes
 ``Sample(source=None, error=<why>)`` with a message the search shows to the user (and logs with
@@ -23,7 +24,7 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from accelopt_core.proposers import Plan, Rule, Sample
+from accelopt_core.proposers.base import Plan, Rule, Sample
 
 if TYPE_CHECKING:
     from accelopt_core.kernelfile import KernelFile
@@ -68,21 +69,21 @@ def fenced_blocks(reply: str) -> tuple[list[tuple[str, str]], bool]:
     return blocks, False
 
 
-def _defines(tree: ast.Module, name: str) -> bool:
-    return any(
-        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name
-        for node in tree.body
-    )
-
-
-def _syntax_error(code: str) -> SyntaxError | None:
+def _parse(code: str) -> ast.Module | SyntaxError:
+    """The module's AST, or the SyntaxError that stops it (null bytes included)."""
     try:
-        ast.parse(code)
+        return ast.parse(code)
     except SyntaxError as exc:
         return exc
     except ValueError as exc:  # null bytes
         return SyntaxError(str(exc))
-    return None
+
+
+def _functions(tree: ast.Module) -> set[str]:
+    """Names of the module-level functions (``def`` and ``async def``)."""
+    return {
+        node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
 
 
 def _describe(exc: SyntaxError, what: str) -> str:
@@ -100,15 +101,14 @@ def _code_from_blocks(reply: str, entry: str | None) -> Sample | str | None:
         return None
     parsed: list[tuple[bool, int, str]] = []
     for body in code:
-        try:
-            tree = ast.parse(body)
-        except (SyntaxError, ValueError):
-            continue
-        parsed.append((bool(entry) and _defines(tree, entry or ""), len(body), body))
+        tree = _parse(body)
+        if isinstance(tree, ast.Module):
+            parsed.append((bool(entry) and entry in _functions(tree), len(body), body))
     if parsed:
         return max(parsed)[2]
-    largest = max(code, key=len)
-    exc = _syntax_error(largest) or SyntaxError("invalid syntax")
+    exc = _parse(max(code, key=len))
+    if not isinstance(exc, SyntaxError):
+        exc = SyntaxError("invalid syntax")
     return Sample(None, error=_describe(exc, "the code block"))
 
 
@@ -231,29 +231,41 @@ def parse_code_reply(
         "reply was cut off ...", "the code defines no launcher `name`". Never raises.
     """
     reply = reply or ""
-    source: str | None
     if _EDIT_START.search(reply):
-        blocks, problem = edit_blocks(reply)
-        if problem:
-            return Sample(None, error=problem)
-        source, problem = apply_edits(current_source, blocks)
-        if problem:
-            return Sample(None, error=problem)
-        assert source is not None
-        if source == current_source:
-            return Sample(None, error=NO_OP)
-        exc = _syntax_error(source)
-        if exc is not None:
-            return Sample(None, error=_describe(exc, "the edited source"))
+        found = _code_from_edits(reply, current_source)
     else:
         found = _code_from_blocks(reply, entry)
-        if isinstance(found, Sample):
-            return found
         if found is None:
             found = _bare_code(reply)
-            if found is None:
-                return Sample(None, error=NO_CODE)
-        source = found
+    if found is None:
+        return Sample(None, error=NO_CODE)
+    if isinstance(found, Sample):
+        return found
+    return _candidate(found, current_source, original, entry)
+
+
+def _code_from_edits(reply: str, current_source: str) -> str | Sample:
+    """An edit reply: ``current_source`` with its SEARCH/REPLACE blocks applied, or a failed
+    Sample (incomplete or non-matching block, no-op, syntax error)."""
+    blocks, problem = edit_blocks(reply)
+    if problem:
+        return Sample(None, error=problem)
+    source, problem = apply_edits(current_source, blocks)
+    if source is None:
+        return Sample(None, error=problem)
+    if source == current_source:
+        return Sample(None, error=NO_OP)
+    tree = _parse(source)
+    if isinstance(tree, SyntaxError):
+        return Sample(None, error=_describe(tree, "the edited source"))
+    return source
+
+
+def _candidate(
+    source: str, current_source: str, original: KernelFile | None, entry: str | None
+) -> Sample:
+    """The reply's code as a candidate: the original harness restored, the launcher ``entry``
+    defined, and different from ``current_source``; else a failed Sample saying why."""
     if original is not None:
         from accelopt_core.kernelfile import restore_harness
 
@@ -262,11 +274,10 @@ def parse_code_reply(
         except ValueError as exc:
             return Sample(None, error=f"cannot restore the harness: {exc}")
     if entry:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError) as exc:  # restore_harness should have caught it
-            return Sample(None, error=f"the candidate does not parse: {exc}")
-        if not _defines(tree, entry):
+        tree = _parse(source)
+        if isinstance(tree, SyntaxError):  # restore_harness should have caught it
+            return Sample(None, error=f"the candidate does not parse: {tree}")
+        if entry not in _functions(tree):
             return Sample(None, error=f"the code defines no launcher `{entry}`")
     if source.strip() == current_source.strip():
         return Sample(None, error=NO_OP)
@@ -279,13 +290,17 @@ def _bare_code(reply: str) -> str | None:
     text = reply.strip("\n")
     if not text.strip():
         return None
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
-    if any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in tree.body):
+    tree = _parse(text)
+    if isinstance(tree, ast.Module) and _functions(tree):
         return text + "\n"
     return None
+
+
+# -- titles and rules ------------------------------------------------------------------------
+def title_key(title: str) -> str:
+    """What makes two titles the same plan: lower case, punctuation and markdown marks
+    dropped, whitespace collapsed (``"**Fuse** the loads!"`` -> ``"fuse the loads"``)."""
+    return " ".join(re.sub(r"[^\w]+", " ", title.lower()).split())
 
 
 def _clean_title(line: str) -> str:
@@ -337,22 +352,22 @@ def parse_rule_reply(text: str) -> Rule:
     title = _title(body)
     if not body or not title:
         raise ValueError("the summarizer's reply was empty")
-    lines = body.splitlines()
+    return Rule(title=title, rule=_rule_text(body.splitlines()) or title)
+
+
+def _rule_text(lines: list[str]) -> str:
+    """The ``Rule:`` section of a summarizer reply (else what follows the first non-empty
+    line), up to the slow/fast patterns or a code fence; '' when there is none."""
     rule_lines: list[str] = []
     start = next((i for i, ln in enumerate(lines) if _RULE_LINE.match(ln)), None)
     if start is not None:
         m = _RULE_LINE.match(lines[start])
         assert m is not None
         rule_lines.append(m.group(1))
-        rest = lines[start + 1 :]
     else:
-        first = next(i for i, ln in enumerate(lines) if ln.strip())
-        rest = lines[first + 1 :]
-    for ln in rest:
+        start = next(i for i, ln in enumerate(lines) if ln.strip())
+    for ln in lines[start + 1 :]:
         if _SECTION_END.match(ln) or _FENCE_OPEN.match(ln):
             break
         rule_lines.append(ln)
-    rule = "\n".join(rule_lines).strip().strip("*").strip()
-    if not rule:
-        rule = title
-    return Rule(title=title, rule=rule)
+    return "\n".join(rule_lines).strip().strip("*").strip()

@@ -1,4 +1,6 @@
-"""The agents' prompt files (``accelopt_core/proposers/prompts/*.txt``) and how they are filled.
+"""The agents' prompts: the prompt files (``accelopt_core/proposers/prompts/*.txt``), how they
+are filled, and the values that fill them (the parent's profile, experiences from the
+optimization memory, the failing lines for the fixer, the planner's per-call hint).
 
 Each role's file starts with ``ROLE: <role>`` (the LLM test double routes on it), then the
 system prompt, a line ``=== USER ===``, and the user-message template. Placeholders are
@@ -11,10 +13,25 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
+from typing import Any
 
-ROLE_FILES = ("planner", "executor", "summarizer", "fixer")
+from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.proposers.base import ROLES, ProposalContext
+
+#: The roles that have a prompt file (``prompts/<role>.txt``): every agent role.
+ROLE_FILES = ROLES
 USER_MARKER = "=== USER ==="
+#: Longest error text passed to the fixer (the tail is kept: tracebacks end with the cause).
+MAX_ERROR_CHARS = 4000
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+#: What each of several planner calls drafted in parallel looks at first, so that they differ.
+_ANGLES = [
+    "memory traffic (fusion, fewer passes, wider loads)",
+    "parallelism and launch configuration (grid, block sizes, num_warps, num_stages)",
+    "the algorithm (one-pass / online formulations, fewer operations)",
+    "data reuse and tiling (keeping tiles on chip, loop order)",
+    "instruction-level work (hoisting invariants, removing masks and conversions)",
+]
 
 
 @cache
@@ -59,3 +76,136 @@ def render(role: str, values: dict[str, str]) -> list[dict[str, str]]:
 def api_note(backend: str) -> str:
     """The short API note for ``triton`` or ``nki`` (Triton's for anything else)."""
     return load_prompt("nki_api" if backend == "nki" else "triton_api").strip()
+
+
+# -- the values ------------------------------------------------------------------------------
+def common_values(ctx: ProposalContext) -> dict[str, str]:
+    """The values every role's prompt uses: backend name, its API note, kernel and launcher."""
+    backend = getattr(ctx.original, "backend", None)
+    backend = backend if backend in ("triton", "nki") else "triton"
+    return {
+        "backend": "NKI" if backend == "nki" else "Triton",
+        "api_note": api_note(backend),
+        "kernel_name": ctx.kernel_name,
+        "entry": ctx.entry,
+    }
+
+
+def proposal_hint(i: int, n: int) -> str:
+    """The planner's hint for call ``i`` (0-based) of ``n`` drafted in parallel: which angle to
+    look at first, so that the plans differ; empty when only one plan is asked for."""
+    if n <= 1:
+        return ""
+    return (
+        f"This is proposal {i + 1} of {n} drafted in parallel; to make them differ, "
+        f"look first at {_ANGLES[i % len(_ANGLES)]}.\n"
+    )
+
+
+def format_profile(result: EvalResult, baseline: EvalResult | None = None) -> str:
+    """The planner's view of one evaluation: latency (ms, median with p20/p80), timing mode,
+    device, % of peak and bound, achieved GB/s and TFLOP/s, and the speedup over the baseline
+    (baseline latency / this latency). Missing numbers are left out."""
+    lines: list[str] = []
+    if not result.ok:
+        lines.append(f"status: {result.status} ({result.message or 'no message'})")
+    lines += _timing_lines(result) + _roofline_lines(result)
+    if (
+        baseline is not None
+        and baseline.latency_ms
+        and result.latency_ms
+        and baseline is not result
+    ):
+        speedup = baseline.latency_ms / result.latency_ms
+        lines.append(
+            f"baseline latency: {baseline.latency_ms:.4g} ms; speedup so far {speedup:.2f}x"
+        )
+    return "\n".join(lines)
+
+
+def _timing_lines(result: EvalResult) -> list[str]:
+    """Latency (median, p20/p80) and how and where it was measured."""
+    lines: list[str] = []
+    if result.latency_ms is not None:
+        spread = ""
+        if result.p20_ms is not None and result.p80_ms is not None:
+            spread = f" (p20 {result.p20_ms:.4g} ms, p80 {result.p80_ms:.4g} ms)"
+        lines.append(f"latency: {result.latency_ms:.4g} ms median{spread}")
+    where = f" on {result.device}" if result.device else ""
+    lines.append(f"timing: {result.timing}{where}")
+    if result.timing == "interpreter":
+        lines.append(
+            "note: measured with the Triton interpreter on a CPU; the latency says nothing "
+            "about GPU speed, so reason from the code and the byte/flop counts"
+        )
+    return lines
+
+
+def _roofline_lines(result: EvalResult) -> list[str]:
+    """% of peak with the bound, and the achieved GB/s and TFLOP/s."""
+    lines: list[str] = []
+    if result.pct_of_peak is not None:
+        bound = f", {result.bound}-bound" if result.bound else ""
+        lines.append(f"% of peak: {result.pct_of_peak:.1f}%{bound}")
+    elif result.bound:
+        lines.append(f"bound: {result.bound}")
+    achieved = []
+    if result.gbps is not None:
+        achieved.append(f"{result.gbps:.4g} GB/s")
+    if result.tflops is not None:
+        achieved.append(f"{result.tflops:.4g} TFLOP/s")
+    if achieved:
+        lines.append("achieved: " + ", ".join(achieved))
+    return lines
+
+
+def format_experiences(experiences: list[Any], *, positive: bool) -> str:
+    """Memory items for the planner, one per line: ``- [1.8x, softmax on H100] title: rule``.
+
+    Items are duck-typed (``accelopt_core.memory.Experience``: ``title``, ``rule``,
+    ``speedup``, ``kernel_name``, ``device``; missing attributes are skipped)."""
+    if not experiences:
+        return "(none yet)" if positive else "(none recorded)"
+    return "\n".join(_experience_line(exp) for exp in experiences)
+
+
+def _experience_line(exp: Any) -> str:
+    title = str(getattr(exp, "title", "") or "untitled")
+    rule = " ".join(str(getattr(exp, "rule", "") or "").split())
+    tags = []
+    speedup = getattr(exp, "speedup", None)
+    if isinstance(speedup, int | float):
+        tags.append(f"{speedup:.2f}x")
+    kernel = getattr(exp, "kernel_name", None)
+    device = getattr(exp, "device", None)
+    if kernel and device:
+        tags.append(f"{kernel} on {device}")
+    elif kernel or device:
+        tags.append(str(kernel or device))
+    tag = f"[{', '.join(tags)}] " if tags else ""
+    return f"- {tag}{title}: {rule}" if rule and rule != title else f"- {tag}{title}"
+
+
+def format_error(result: EvalResult) -> str:
+    """The fixer's view of a failure: the failing line (when known) and the message, cut to
+    its last :data:`MAX_ERROR_CHARS` characters."""
+    message = result.message or "(no message)"
+    if len(message) > MAX_ERROR_CHARS:
+        message = "...\n" + message[-MAX_ERROR_CHARS:]
+    where = f"line: {result.line}\n" if result.line else ""
+    return f"{where}message:\n{message}"
+
+
+def error_excerpt(source: str, line: int | None, context: int = 3) -> str:
+    """Numbered source lines around ``line`` (1-based), the failing one marked ``>>``; empty
+    when the line is unknown or out of range."""
+    lines = source.splitlines()
+    if not line or line < 1 or line > len(lines):
+        return ""
+    lo, hi = max(1, line - context), min(len(lines), line + context)
+    width = len(str(hi))
+    out = [f"# Failing line {line}:"]
+    for n in range(lo, hi + 1):
+        mark = ">>" if n == line else "  "
+        out.append(f"{mark} {n:>{width}} | {lines[n - 1]}")
+    return "\n".join(out) + "\n"

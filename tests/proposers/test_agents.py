@@ -12,13 +12,13 @@ import pytest
 from accelopt_core.kernelfile import parse_kernel_file
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Plan, ProposalContext, Proposer
-from accelopt_core.proposers.agents import FALLBACK_MARK, AgentProposer, format_profile
+from accelopt_core.proposers.agents import FALLBACK_MARK, AgentProposer
 from accelopt_core.proposers.parsing import NO_CODE
-from accelopt_core.proposers.prompting import ROLE_FILES, load_prompt
+from accelopt_core.proposers.prompting import format_profile
 from accelopt_core.settings import Settings
 from tests.llm_double import LLMDouble, RecordedRequest, delay, status, text
 from tests.llm_double import llm_double as llm_double  # noqa: F401  (fixture)
-from tests.test_reply_parsing import KERNELS, SOURCE, edit, fence
+from tests.proposers.test_parsing import KERNELS, SOURCE, edit, fence
 
 PARENT = EvalResult(
     status="ok",
@@ -72,11 +72,6 @@ WIDE = KERNELS.replace("BLOCK=64", "BLOCK=1024").replace("cdiv(n, 64)", "cdiv(n,
 def test_agent_proposer_is_a_proposer(llm_double: LLMDouble) -> None:
     proposer = make_proposer(llm_double)
     assert isinstance(proposer, Proposer) and proposer.name == "llm"
-
-
-def test_prompt_files_start_with_their_role() -> None:
-    for role in ROLE_FILES:
-        assert load_prompt(role).splitlines()[0] == f"ROLE: {role}"
 
 
 async def test_plan_round_trip_drops_duplicate_titles(llm_double: LLMDouble) -> None:

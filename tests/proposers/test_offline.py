@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from accelopt_core.kernelfile import load_kernel_file, minimal_hunks, parse_kernel_file, split_lines
+from accelopt_core.kernelfile import load_kernel_file, parse_kernel_file
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Plan, ProposalContext, Proposer
 from accelopt_core.proposers.offline import (
@@ -23,6 +23,7 @@ from accelopt_core.proposers.offline import (
     apply_changes,
     find_tunables,
 )
+from accelopt_core.textdiff import minimal_hunks, split_lines
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "triton"
 

@@ -17,6 +17,7 @@ from accelopt_core.proposers.parsing import (
     parse_code_reply,
     parse_plan_reply,
     parse_rule_reply,
+    title_key,
 )
 
 KERNELS = """import torch
@@ -277,6 +278,11 @@ def test_long_plan_title_is_trimmed() -> None:
     plan = parse_plan_reply("Title: " + "increase the block size " * 20)
     assert len(plan.title) <= TITLE_MAX and plan.title.endswith("...")
     assert plan.title.startswith("increase the block size")
+
+
+def test_titles_that_differ_only_in_case_punctuation_and_spacing_are_the_same_plan() -> None:
+    assert title_key("**Widen** the block to 1024!") == title_key("widen the  block to 1024")
+    assert title_key("Use 8 warps") != title_key("Use 4 warps")
 
 
 @pytest.mark.parametrize("reply", ["", "  \n\n "])
