@@ -13,11 +13,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
+from accelopt_core.kernelfile import KernelFile, KernelInfo
 from accelopt_core.onsite.protocol import EvalResult
 
 from .edits import to_lsp_position, to_lsp_range
@@ -38,7 +38,7 @@ _SEVERITY = {
 
 
 def parse_diagnostics(
-    kernel_file: Any, lines: Sequence[str], codec: PositionCodec
+    kernel_file: KernelFile, lines: Sequence[str], codec: PositionCodec
 ) -> list[types.Diagnostic]:
     """The parse's diagnostics (syntax error, harness problems, the no-harness note) as LSP
     diagnostics; "no kernels" is not shown."""
@@ -72,7 +72,7 @@ def failure_message(kernel: str, result: EvalResult) -> str:
 
 
 def profile_diagnostic(
-    kernel: Any, result: EvalResult, lines: Sequence[str], codec: PositionCodec
+    kernel: KernelInfo, result: EvalResult, lines: Sequence[str], codec: PositionCodec
 ) -> types.Diagnostic:
     """One error diagnostic for a failed profile, on ``result.line`` when the worker located the
     failure in this file (the whole line, indentation skipped), else on the kernel's name."""

@@ -1,25 +1,40 @@
-"""What the server knows about each open document: its parse, profiles and search results.
+"""What the server knows about each document: its text, parse, profiles and search results.
 
-The parse (:class:`accelopt_core.kernelfile.KernelFile`) is cached per document version and shared
-by concurrent requests; files without a Triton/NKI kernel are recognised by a cheap text test and
-never parsed. Profiles are kept per kernel with the version they measured; search reports per
-kernel, whether from a job of this session or loaded from the results store.
+:meth:`DocumentStore.parsed` reads a document from the editor's workspace (an open document, or
+a file on disk) and parses it. The parse (:class:`accelopt_core.kernelfile.KernelFile`) is cached
+per document version and shared by concurrent requests; files without a Triton/NKI kernel are
+recognised by a cheap text test and never parsed. Profiles are kept per kernel with the version
+they measured; search reports per kernel, whether from a job of this session or loaded from the
+results store.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
+import os
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from accelopt_core.kernelfile import split_lines
+from accelopt_core.kernelfile import KernelFile, KernelInfo, parse_kernel_file
 from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.textdiff import split_lines
 
 from .engine_adapter import EngineAdapter
+
+if TYPE_CHECKING:
+    from pygls.workspace import TextDocument, Workspace
+    from pygls.workspace.position_codec import PositionCodec
+
+    from accelopt_core.search import SearchReport
+
+log = logging.getLogger("accelopt.server")
 
 
 @dataclass
@@ -32,18 +47,38 @@ class ProfileEntry:
 
 @dataclass
 class DocState:
-    """Per-document state. ``profiles``, ``profile_diagnostics`` and ``reports`` (SearchReport)
-    are keyed by kernel name."""
+    """Per-document state. ``parse_key`` identifies the version ``kernel_file`` parsed;
+    ``parsing`` is the parse under way (of version ``parsing_key``), shared by concurrent
+    requests. ``profiles``, ``profile_diagnostics`` and ``reports`` are keyed by kernel name;
+    ``profiling`` is True while a profile of the document runs."""
 
     uri: str
     path: str
-    parse_key: Any = None
-    kernel_file: Any = None
-    parsing: asyncio.Future[Any] | None = None
+    parse_key: Hashable = None
+    kernel_file: KernelFile | None = None
+    parsing: asyncio.Future[KernelFile] | None = None
+    parsing_key: Hashable = None
     profiles: dict[str, ProfileEntry] = field(default_factory=dict)
     profile_diagnostics: dict[str, list[types.Diagnostic]] = field(default_factory=dict)
     profiling: bool = False
-    reports: dict[str, Any] = field(default_factory=dict)
+    reports: dict[str, SearchReport] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KernelDocument:
+    """A document holding kernels, as the lifecycle hooks of the features see it.
+
+    ``uri`` is the URI the client named it by (the key of its state), ``document`` its text in
+    the editor, ``kernel_file`` the parse of that text.
+    """
+
+    uri: str
+    document: TextDocument
+    kernel_file: KernelFile
+
+    @property
+    def version(self) -> int | None:
+        return self.document.version
 
 
 def uri_path(uri: str) -> str:
@@ -54,34 +89,76 @@ def uri_path(uri: str) -> str:
         return uri
 
 
-def kernel_text(kernel_file: Any, name: str) -> str | None:
+def kernel_source(kernel_file: KernelFile, kernel: KernelInfo) -> str:
+    """The source lines of ``kernel`` (decorators included)."""
+    lines = split_lines(kernel_file.source)
+    return "".join(lines[kernel.range.start_line - 1 : kernel.range.end_line])
+
+
+def kernel_text(kernel_file: KernelFile, name: str) -> str | None:
     """The source lines of kernel ``name`` (decorators included), or None if absent."""
     try:
         kernel = kernel_file.kernel(name)
     except (KeyError, AttributeError):
         return None
-    lines = split_lines(kernel_file.source)
-    return "".join(lines[kernel.range.start_line - 1 : kernel.range.end_line])
+    return kernel_source(kernel_file, kernel)
 
 
 class DocumentStore:
-    """Parses and state of documents, keyed by URI."""
+    """Documents, their parses and state, keyed by URI.
 
-    def __init__(self, adapter: EngineAdapter) -> None:
+    Args:
+        adapter: parses sources (:meth:`~accelopt_server.engine_adapter.EngineAdapter.parse`).
+        workspace: returns the editor's workspace (pygls creates it at ``initialize``).
+    """
+
+    def __init__(self, adapter: EngineAdapter, workspace: Callable[[], Workspace]) -> None:
         self._adapter = adapter
+        self._workspace = workspace
         self.states: dict[str, DocState] = {}
         self._report_kernels: dict[tuple[str, str], str | None] = {}
 
     def state(self, uri: str) -> DocState:
+        """The state of ``uri`` (created empty on first use)."""
         st = self.states.get(uri)
         if st is None:
             st = self.states[uri] = DocState(uri=uri, path=uri_path(uri))
         return st
 
-    def drop(self, uri: str) -> None:
-        self.states.pop(uri, None)
+    def drop(self, uri: str) -> bool:
+        """Forget the state of ``uri``; False when it had none."""
+        return self.states.pop(uri, None) is not None
 
-    async def kernel_file(self, uri: str, source: str, version: int | None) -> Any:
+    # -- documents ------------------------------------------------------------------------------
+
+    def document(self, uri: str) -> TextDocument | None:
+        """The open document, or a file on disk; None for unknown URIs."""
+        ws = self._workspace()
+        if unquote(uri) in ws.text_documents:
+            return ws.get_text_document(uri)
+        if uri.startswith("file:") and os.path.isfile(uri_path(uri)):
+            return ws.get_text_document(uri)
+        return None
+
+    def position_codec(self, uri: str) -> PositionCodec:
+        """The client's position encoding (the document's, else the workspace's)."""
+        doc = self.document(uri)
+        return doc.position_codec if doc is not None else self._workspace().position_codec
+
+    async def parsed(self, uri: str) -> tuple[TextDocument | None, KernelFile | None]:
+        """(document, parse): (None, None) for an unknown or unreadable document, (document,
+        None) for one without kernels."""
+        doc = self.document(uri)
+        if doc is None:
+            return None, None
+        try:
+            source = doc.source
+        except OSError as exc:
+            log.warning("cannot read %s: %s", uri, exc)
+            return None, None
+        return doc, await self.kernel_file(uri, source, doc.version)
+
+    async def kernel_file(self, uri: str, source: str, version: int | None) -> KernelFile | None:
         """The parse of this document version, or None for a file without kernels."""
         if not self._adapter.has_kernels(source):
             st = self.states.get(uri)
@@ -96,11 +173,10 @@ class DocumentStore:
         )
         if st.parse_key == key and st.kernel_file is not None:
             return st.kernel_file
-        if st.parsing is not None and getattr(st.parsing, "key", None) == key:
+        if st.parsing is not None and st.parsing_key == key:
             return await asyncio.shield(st.parsing)
         fut = asyncio.ensure_future(self._adapter.parse(source, st.path))
-        fut.key = key  # type: ignore[attr-defined]
-        st.parsing = fut
+        st.parsing, st.parsing_key = fut, key
         try:
             kf = await asyncio.shield(fut)
         finally:
@@ -109,16 +185,14 @@ class DocumentStore:
         st.kernel_file, st.parse_key = kf, key
         return kf
 
-    def report_matches(self, report: Any, kernel_file: Any, kernel: str) -> bool:
+    # -- reports --------------------------------------------------------------------------------
+
+    def report_matches(self, report: SearchReport, kernel_file: KernelFile, kernel: str) -> bool:
         """True while the kernel's text is what the search optimized (other parts of the file may
         have changed: :func:`accelopt_server.edits.rebase` carries the edit over them)."""
-        original = getattr(report, "original_source", None)
-        if original is None:
-            return False
+        original = report.original_source
         key = (hashlib.blake2b(original.encode(), digest_size=16).hexdigest(), kernel)
         if key not in self._report_kernels:
-            from accelopt_core.kernelfile import parse_kernel_file
-
             self._report_kernels[key] = kernel_text(
                 parse_kernel_file(original, report.path), kernel
             )

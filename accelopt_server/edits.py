@@ -5,7 +5,7 @@ other parts of the file. :func:`rebase` replays the candidate's changes onto the
 line-based three-way merge) only where the lines the candidate changes are still exactly as the
 search saw them; anything else is a conflict and the edit is refused rather than risk
 corrupting the file. :func:`text_edits` turns the result into minimal LSP ``TextEdit`` hunks
-(:func:`accelopt_core.kernelfile.minimal_hunks`) in the client's position encoding.
+(:func:`accelopt_core.textdiff.minimal_hunks`) in the client's position encoding.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from difflib import SequenceMatcher
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec, ServerTextPosition
 
-from accelopt_core.kernelfile import minimal_hunks, split_lines
+from accelopt_core.textdiff import SourceRange, minimal_hunks, split_lines
 
 
 class RebaseConflict(ValueError):
@@ -98,16 +98,12 @@ def to_lsp_position(
     )
 
 
-def to_lsp_range(lines: Sequence[str], codec: PositionCodec, src_range: object) -> types.Range:
-    """An :class:`accelopt_core.kernelfile.SourceRange` (1-based lines, 0-based code-point columns,
+def to_lsp_range(lines: Sequence[str], codec: PositionCodec, src_range: SourceRange) -> types.Range:
+    """An :class:`accelopt_core.textdiff.SourceRange` (1-based lines, 0-based code-point columns,
     end exclusive) -> an LSP ``Range`` in the client's position encoding."""
-    start_line = src_range.start_line
-    start_col = src_range.start_col
-    end_line = src_range.end_line
-    end_col = src_range.end_col
     return types.Range(
-        start=to_lsp_position(lines, codec, start_line - 1, start_col),
-        end=to_lsp_position(lines, codec, end_line - 1, end_col),
+        start=to_lsp_position(lines, codec, src_range.start_line - 1, src_range.start_col),
+        end=to_lsp_position(lines, codec, src_range.end_line - 1, src_range.end_col),
     )
 
 
@@ -126,7 +122,7 @@ def from_lsp_position(
 
 def text_edits(current: str, new: str, codec: PositionCodec) -> list[types.TextEdit]:
     """Minimal ``TextEdit`` hunks turning ``current`` into ``new``
-    (:func:`accelopt_core.kernelfile.minimal_hunks`), positions in the client's encoding."""
+    (:func:`accelopt_core.textdiff.minimal_hunks`), positions in the client's encoding."""
     lines = split_lines(current)
     return [
         types.TextEdit(range=to_lsp_range(lines, codec, rng), new_text=text)

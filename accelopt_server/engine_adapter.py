@@ -12,13 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from accelopt_core import kernelfile as core_kernels
+from accelopt_core.kernelfile import KernelFile
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.settings import Settings
 
 from .logs import engine_log
+
+if TYPE_CHECKING:  # loaded with the first engine, not at start-up
+    from accelopt_core.engine import Engine
+    from accelopt_core.memory import Experience, OptimizationMemory
+    from accelopt_core.search import BeamSearch, SearchReport
 
 log = logging.getLogger("accelopt.server.engine")
 
@@ -36,14 +43,13 @@ class EngineAdapter:
     """
 
     def __init__(self) -> None:
-        self._engines: dict[str, Any] = {}
-        self._building: dict[str, asyncio.Future[Any]] = {}
+        self._engines: dict[str, Engine] = {}
+        self._building: dict[str, asyncio.Future[Engine]] = {}
         self._memory_cache: dict[tuple[Any, ...], tuple[float, Any]] = {}
-        self.memory_generation = 0
 
     # -- engines --------------------------------------------------------------------------------
 
-    async def engine(self, settings: Settings) -> Any:
+    async def engine(self, settings: Settings) -> Engine:
         """The engine for these settings (built on first use, in a thread)."""
         key = settings.model_dump_json()
         engine = self._engines.get(key)
@@ -79,12 +85,12 @@ class EngineAdapter:
                 continue
         return best
 
-    async def retire(self, keep: list[Settings], busy: set[int]) -> None:
-        """Close engines whose settings are no longer used by any scope, unless ``busy``
-        (ids of engines with running jobs)."""
+    async def retire(self, keep: list[Settings]) -> None:
+        """Close the engines whose settings are no longer used by any scope (call only while
+        no search runs: a running search keeps its engine)."""
         wanted = {s.model_dump_json() for s in keep}
         for key, engine in list(self._engines.items()):
-            if key not in wanted and id(engine) not in busy:
+            if key not in wanted:
                 del self._engines[key]
                 try:
                     await engine.close()
@@ -92,6 +98,7 @@ class EngineAdapter:
                     log.warning("closing an engine failed: %s", exc)
 
     async def close(self) -> None:
+        """Close every engine (server shutdown)."""
         engines, self._engines = list(self._engines.values()), {}
         for engine in engines:
             try:
@@ -107,19 +114,22 @@ class EngineAdapter:
         return core_kernels.quick_has_kernels(source)
 
     @staticmethod
-    async def parse(source: str, path: str) -> Any:
+    async def parse(source: str, path: str) -> KernelFile:
         """``parse_kernel_file`` (never raises); large files are parsed in a thread."""
         if len(source) > THREAD_PARSE_CHARS:
             return await asyncio.to_thread(core_kernels.parse_kernel_file, source, path)
         return core_kernels.parse_kernel_file(source, path)
 
     @staticmethod
-    def harness_skeleton(kernel_file: Any, kernel_name: str) -> str:
+    def harness_skeleton(kernel_file: KernelFile, kernel_name: str) -> str:
+        """A ``get_inputs`` / ``reference`` / ``BENCH`` skeleton for the kernel's launcher."""
         return core_kernels.harness_skeleton(kernel_file, kernel_name)
 
     # -- work -----------------------------------------------------------------------------------
 
-    async def profile(self, settings: Settings, kernel_file: Any, kernel_name: str) -> EvalResult:
+    async def profile(
+        self, settings: Settings, kernel_file: KernelFile, kernel_name: str
+    ) -> EvalResult:
         """One evaluation of the file as it is (``Engine.profile``); cancellable.
 
         Never raises for a bad file or a failing target: those become a failed
@@ -135,7 +145,9 @@ class EngineAdapter:
             log.warning("profiling %s failed: %s", kernel_name, _message(exc))
             return EvalResult.failure("runtime_error", f"target failed: {_message(exc)}")
 
-    async def new_search(self, settings: Settings, kernel_file: Any, kernel_name: str) -> Any:
+    async def new_search(
+        self, settings: Settings, kernel_file: KernelFile, kernel_name: str
+    ) -> BeamSearch:
         """A not yet started :class:`~accelopt_core.search.BeamSearch`.
 
         Raises:
@@ -147,7 +159,9 @@ class EngineAdapter:
         except KeyError as exc:
             raise ValueError(_message(exc)) from exc
 
-    async def saved_report(self, settings: Settings, kernel_file: Any, kernel_name: str) -> Any:
+    async def saved_report(
+        self, settings: Settings, kernel_file: KernelFile, kernel_name: str
+    ) -> SearchReport | None:
         """The persisted report of this kernel if the file's source still matches, else None."""
         engine = await self.engine(settings)
         return await asyncio.to_thread(
@@ -155,12 +169,13 @@ class EngineAdapter:
         )
 
     async def clear_results(self, settings: Settings, path: str | None) -> int:
+        """Delete the saved results of ``path`` (every file for None); returns how many."""
         engine = await self.engine(settings)
         return await asyncio.to_thread(engine.clear_results, path)
 
     async def memory_for_kernel(
         self, settings: Settings, source: str, backend: str, device: str | None, k: int = 3
-    ) -> tuple[list[Any], list[Any], str | None]:
+    ) -> tuple[list[Experience], list[Experience], str | None]:
         """(positives, negatives, problem) for hovers and ``accelopt.showMemory``; ``problem``
         explains an unavailable memory. Cached for :data:`HOVER_CACHE_S`."""
         key = ("kernel", settings.resolved_memory_dir(), hash(source), backend, device, k)
@@ -170,7 +185,7 @@ class EngineAdapter:
 
     async def memory_mentioning(
         self, settings: Settings, api_name: str, backend: str, k: int = 5
-    ) -> tuple[list[Any], str | None]:
+    ) -> tuple[list[Experience], str | None]:
         """(experiences whose rule mentions ``api_name``, problem)."""
         key = ("api", settings.resolved_memory_dir(), api_name, backend, k)
         return await self._cached(
@@ -180,20 +195,21 @@ class EngineAdapter:
     def memory_changed(self) -> None:
         """Forget cached memory look-ups (a search added experiences)."""
         self._memory_cache.clear()
-        self.memory_generation += 1
 
-    async def _cached(self, key: tuple[Any, ...], settings: Settings, call: Any) -> Any:
+    async def _cached(
+        self,
+        key: tuple[Any, ...],
+        settings: Settings,
+        call: Callable[[OptimizationMemory], Any],
+    ) -> Any:
         hit = self._memory_cache.get(key)
         now = time.monotonic()
         if hit is not None and now - hit[0] < HOVER_CACHE_S:
             return hit[1]
         engine = await self.engine(settings)
-        memory = getattr(engine, "memory", None)
+        memory = engine.memory
         if memory is None:
-            why = (
-                "; ".join(getattr(engine, "warnings", []))
-                or "the optimization memory is not available"
-            )
+            why = "; ".join(engine.warnings) or "the optimization memory is not available"
             value = ([], [], why) if key[0] == "kernel" else ([], why)
         else:
             try:

@@ -1,12 +1,10 @@
-"""The job manager: background searches and on-save profiles as asyncio tasks.
+"""Background searches: one job per (document URI, kernel), at most ``capacity()`` at once.
 
-* Search jobs: one per (document URI, kernel). At most ``capacity()`` run at once (the target's
-  capacity: more searches than evaluation slots would only queue evaluations); the rest wait in
-  state ``queued``. :meth:`JobManager.cancel` asks the search to stop
-  (:meth:`accelopt_core.search.BeamSearch.cancel`, which returns the partial report within a
-  second) and, should it not finish within ``cancel_grace_s``, cancels its task.
-* Profile runs: one per document, debounced: a newer request for the same document cancels the
-  older run (its evaluations are cancelled with it) and starts after ``debounce_s``.
+At most ``capacity()`` searches run at once (the target's capacity: more searches than evaluation
+slots would only queue evaluations); the rest wait in state ``queued``. :meth:`JobManager.cancel`
+asks the search to stop (:meth:`accelopt_core.search.BeamSearch.cancel`, which returns the partial
+report within a second) and, should it not finish within ``cancel_grace_s``, cancels its task.
+A job follows its search through the search's typed events (:mod:`accelopt_core.search`).
 
 Nothing here blocks the event loop; all callbacks run on the loop.
 """
@@ -20,12 +18,27 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from .tasks import BackgroundTasks
+
+if TYPE_CHECKING:
+    from accelopt_core.search import SearchEvent, SearchReport
 
 log = logging.getLogger("accelopt.server.jobs")
 
 JobState = Literal["queued", "running", "finished", "cancelled", "failed"]
 ACTIVE: tuple[str, ...] = ("queued", "running")
+
+
+class Search(Protocol):
+    """What a job runs: :class:`accelopt_core.search.BeamSearch` (or a test's stand-in)."""
+
+    def subscribe(self, callback: Callable[[SearchEvent], None]) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    async def run(self) -> SearchReport: ...
 
 
 @dataclass
@@ -48,14 +61,14 @@ class SearchJob:
     uri: str
     kernel: str
     version: int | None
-    search: Any
+    search: Search
     state: JobState = "queued"
     iteration: int = 0
     iterations: int = 0
     best_speedup: float | None = None
     evaluated: int = 0
     message: str = ""
-    report: Any = None
+    report: SearchReport | None = None
     started_at: float = field(default_factory=time.time)
     task: asyncio.Task[None] | None = None
     progress_token: str | None = None
@@ -75,6 +88,38 @@ class SearchJob:
         best = f"best {self.best_speedup:.2f}x" if self.best_speedup else "no improvement yet"
         return f"{text} · {best}"
 
+    def apply(self, event: SearchEvent) -> None:
+        """Follow the search: count iterations, evaluations and the best speedup."""
+        # imported here: the search module is loaded once a search exists, not at start-up
+        from accelopt_core.search import (
+            CandidateEvaluated,
+            IterationStarted,
+            NewBest,
+            SearchStarted,
+        )
+
+        match event:
+            case SearchStarted():
+                self.iterations = event.iterations
+            case IterationStarted():
+                self.iteration = event.iteration
+                self.iterations = event.iterations
+            case CandidateEvaluated():
+                self.evaluated += 1
+            case NewBest():
+                self.best_speedup = event.speedup
+        self.message = self.status_line()
+
+    def finish(self, report: SearchReport) -> None:
+        """Record the report of a search that returned (completed, stopped or cancelled)."""
+        self.report = report
+        stopped = report.stopped_reason
+        self.state = "cancelled" if stopped == "cancelled" else "finished"
+        best = report.best
+        if best is not None and best.speedup:
+            self.best_speedup = best.speedup
+        self.message = f"{self.state}: {stopped}"
+
     def to_dict(self) -> dict[str, Any]:
         """The ``accelopt.listJobs`` entry."""
         return {
@@ -90,14 +135,43 @@ class SearchJob:
         }
 
 
+class _Slots:
+    """Admits at most ``capacity()`` holders at once (read on every admission, >= 1)."""
+
+    def __init__(self, capacity: Callable[[], int]) -> None:
+        self._capacity = capacity
+        self._held = 0
+        self._free: asyncio.Condition | None = None
+
+    async def acquire(self) -> None:
+        if self._free is None:
+            self._free = asyncio.Condition()
+        async with self._free:
+            await self._free.wait_for(lambda: self._held < max(1, self._capacity()))
+            self._held += 1
+
+    async def release(self) -> None:
+        assert self._free is not None
+        async with self._free:
+            self._held -= 1
+            self._free.notify_all()
+
+
+OnStart = Callable[[SearchJob], Awaitable[None]]
+OnEvent = Callable[[SearchJob, "SearchEvent"], None]
+OnDone = Callable[[SearchJob], None]
+
+
 class JobManager:
-    """Owns the server's background tasks.
+    """Owns the server's background searches.
 
     Args:
         capacity: returns how many searches may run at once (>= 1), read when a job starts.
         cancel_grace_s: how long a cancelled search may take to return its partial report
             before its task is cancelled outright (s).
         keep_finished: how many ended jobs are remembered for ``accelopt.listJobs``.
+        tasks: where the jobs' tasks run (shared with the server's other background work, which
+            :meth:`close` then waits for too); a private one by default.
     """
 
     def __init__(
@@ -106,18 +180,14 @@ class JobManager:
         *,
         cancel_grace_s: float = 2.0,
         keep_finished: int = 50,
+        tasks: BackgroundTasks | None = None,
     ) -> None:
-        self._capacity = capacity
+        self._slots = _Slots(capacity)
         self._grace = cancel_grace_s
         self._keep = keep_finished
+        self._tasks = tasks if tasks is not None else BackgroundTasks()
         self._ids = itertools.count(1)
         self.jobs: dict[str, SearchJob] = {}
-        self._running = 0
-        self._slot_free: asyncio.Condition | None = None
-        self._profiles: dict[str, asyncio.Task[Any]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
-
-    # -- searches -------------------------------------------------------------------------------
 
     def active_job(self, uri: str, kernel: str) -> SearchJob | None:
         """The queued or running job of this kernel, if any."""
@@ -127,24 +197,30 @@ class JobManager:
         return None
 
     def find(self, job_id: str) -> SearchJob | None:
+        """The job with this id (while it is remembered)."""
         return self.jobs.get(job_id)
 
-    def by_token(self, token: Any) -> SearchJob | None:
+    def by_token(self, token: object) -> SearchJob | None:
+        """The job whose work-done progress has this token."""
         for job in self.jobs.values():
             if job.progress_token == token:
                 return job
         return None
+
+    def list(self) -> list[SearchJob]:
+        """All remembered jobs, oldest first."""
+        return list(self.jobs.values())
 
     def start_search(
         self,
         uri: str,
         kernel: str,
         version: int | None,
-        search: Any,
+        search: Search,
         *,
-        on_start: Callable[[SearchJob], Awaitable[None]] | None = None,
-        on_event: Callable[[SearchJob, Any], None] | None = None,
-        on_done: Callable[[SearchJob], None] | None = None,
+        on_start: OnStart | None = None,
+        on_event: OnEvent | None = None,
+        on_done: OnDone | None = None,
     ) -> tuple[SearchJob, bool]:
         """Start ``search`` (a :class:`~accelopt_core.search.BeamSearch`) in the background.
 
@@ -162,60 +238,25 @@ class JobManager:
         )
         self.jobs[job.id] = job
         self._trim()
-        if hasattr(search, "subscribe"):
-            search.subscribe(lambda event: self._on_event(job, event, on_event))
-        job.task = self._spawn(self._run(job, on_start, on_done))
+        search.subscribe(lambda event: self._on_event(job, event, on_event))
+        job.task = self._tasks.spawn(self._run(job, on_start, on_done))
         return job, True
 
-    def _on_event(
-        self, job: SearchJob, event: Any, callback: Callable[[SearchJob, Any], None] | None
-    ) -> None:
-        name = type(event).__name__
-        if name == "SearchStarted":
-            job.iterations = getattr(event, "iterations", job.iterations)
-        elif name == "IterationStarted":
-            job.iteration = event.iteration
-            job.iterations = event.iterations
-        elif name == "CandidateEvaluated":
-            job.evaluated += 1
-        elif name == "NewBest":
-            job.best_speedup = event.speedup
-        job.message = job.status_line()
+    def _on_event(self, job: SearchJob, event: SearchEvent, callback: OnEvent | None) -> None:
+        job.apply(event)
         if callback is not None:
             try:
                 callback(job, event)
             except Exception:
                 log.exception("search event handler failed for %s", job.id)
 
-    async def _run(
-        self,
-        job: SearchJob,
-        on_start: Callable[[SearchJob], Awaitable[None]] | None,
-        on_done: Callable[[SearchJob], None] | None,
-    ) -> None:
+    async def _run(self, job: SearchJob, on_start: OnStart | None, on_done: OnDone | None) -> None:
         acquired = False
         try:
-            await self._acquire()
+            await self._slots.acquire()
             acquired = True
-            if job.state != "queued":  # cancelled while waiting
-                return
-            job.state = "running"
-            job.message = job.status_line()
-            if on_start is not None:
-                try:
-                    await on_start(job)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("could not announce %s", job.id)
-            report = await job.search.run()
-            job.report = report
-            stopped = getattr(report, "stopped_reason", "completed")
-            job.state = "cancelled" if stopped == "cancelled" else "finished"
-            best = getattr(report, "best", None)
-            if best is not None and best.speedup:
-                job.best_speedup = best.speedup
-            job.message = f"{job.state}: {stopped}"
+            if job.state == "queued":  # else cancelled while waiting
+                await self._execute(job, on_start)
         except asyncio.CancelledError:
             job.state = "cancelled"
             job.message = "cancelled"
@@ -225,7 +266,7 @@ class JobManager:
             log.warning("search %s on %s failed: %s", job.id, job.kernel, job.message)
         finally:
             if acquired:
-                await self._release()
+                await self._slots.release()
             if job.state in ACTIVE:
                 job.state = "cancelled"
             if on_done is not None:
@@ -233,6 +274,18 @@ class JobManager:
                     on_done(job)
                 except Exception:
                     log.exception("search completion handler failed for %s", job.id)
+
+    async def _execute(self, job: SearchJob, on_start: OnStart | None) -> None:
+        job.state = "running"
+        job.message = job.status_line()
+        if on_start is not None:
+            try:
+                await on_start(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("could not announce %s", job.id)
+        job.finish(await job.search.run())
 
     def cancel(self, job: SearchJob) -> bool:
         """Stop a job: a queued one at once, a running one through its search's ``cancel()``
@@ -249,7 +302,7 @@ class JobManager:
         job.message = "cancelling"
         with contextlib.suppress(Exception):
             job.search.cancel()
-        self._spawn(self._watchdog(job))
+        self._tasks.spawn(self._watchdog(job))
         return True
 
     async def _watchdog(self, job: SearchJob) -> None:
@@ -262,89 +315,14 @@ class JobManager:
             )
             job.task.cancel()
 
-    async def _acquire(self) -> None:
-        if self._slot_free is None:
-            self._slot_free = asyncio.Condition()
-        async with self._slot_free:
-            await self._slot_free.wait_for(lambda: self._running < max(1, self._capacity()))
-            self._running += 1
-
-    async def _release(self) -> None:
-        assert self._slot_free is not None
-        async with self._slot_free:
-            self._running -= 1
-            self._slot_free.notify_all()
-
-    def list(self) -> list[SearchJob]:
-        """All remembered jobs, oldest first."""
-        return list(self.jobs.values())
-
     def _trim(self) -> None:
         ended = [j for j in self.jobs.values() if not j.active]
         for job in ended[: max(0, len(ended) - self._keep)]:
             del self.jobs[job.id]
 
-    # -- profiles -------------------------------------------------------------------------------
-
-    def schedule_profile(
-        self, key: str, run: Callable[[], Awaitable[None]], debounce_s: float = 0.25
-    ) -> asyncio.Task[Any]:
-        """Run ``run()`` after ``debounce_s`` seconds, cancelling any earlier run for ``key``
-        (a document URI) that is still waiting or running."""
-        old = self._profiles.pop(key, None)
-        if old is not None and not old.done():
-            old.cancel()
-
-        async def delayed() -> None:
-            await asyncio.sleep(debounce_s)
-            await run()
-
-        task = self._spawn(delayed())
-        self._profiles[key] = task
-        task.add_done_callback(
-            lambda t: self._profiles.pop(key, None) if self._profiles.get(key) is t else None
-        )
-        return task
-
-    def profile_task(self, key: str) -> asyncio.Task[Any] | None:
-        """The pending or running profile of ``key``, if any."""
-        task = self._profiles.get(key)
-        return task if task is not None and not task.done() else None
-
-    def cancel_profile(self, key: str) -> bool:
-        task = self._profiles.pop(key, None)
-        if task is not None and not task.done():
-            task.cancel()
-            return True
-        return False
-
-    # -- plumbing -------------------------------------------------------------------------------
-
-    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-
-        def done(t: asyncio.Task[Any]) -> None:
-            self._tasks.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.error("background task failed: %s", t.exception())
-
-        task.add_done_callback(done)
-        return task
-
-    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
-        """Run a coroutine in the background, keeping a reference and logging its failure."""
-        return self._spawn(coro)
-
     async def close(self) -> None:
-        """Cancel everything (server shutdown) and wait for the tasks to end."""
+        """Cancel every active job (server shutdown) and wait for the background tasks to end."""
         for job in list(self.jobs.values()):
             if job.active:
                 self.cancel(job)
-        tasks = list(self._tasks)
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=self._grace + 0.5)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=1.0)
+        await self._tasks.close(self._grace + 0.5)

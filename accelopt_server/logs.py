@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable
 from lsprotocol import types
 
 LOGGER_NAME = "accelopt"
-log = logging.getLogger(f"{LOGGER_NAME}.server")
 
 #: Settings level name -> logging level.
 LEVELS = {
@@ -108,6 +107,24 @@ class LspLogHandler(logging.Handler):
                 self.loop.call_soon_threadsafe(self._send, params)
         except Exception:  # logging must never take the server down
             self.handleError(record)
+
+
+def install_log_handler(
+    send: Callable[[types.LogMessageParams], None], redact: Redactor
+) -> LspLogHandler:
+    """Route the ``accelopt`` logger to the client (``send`` is ``window_log_message``) at level
+    ``info`` until the settings say otherwise, and its errors (tracebacks, for bug reports) to
+    standard error; the records no longer reach the root logger. Returns the client handler
+    (bind it to the event loop once it runs)."""
+    handler = LspLogHandler(send, redact)
+    root = logging.getLogger(LOGGER_NAME)
+    root.addHandler(handler)
+    root.propagate = False
+    stderr = logging.StreamHandler()
+    stderr.setLevel(logging.ERROR)
+    root.addHandler(stderr)
+    set_level("info")
+    return handler
 
 
 def set_level(level_name: str) -> None:

@@ -1,39 +1,39 @@
-"""Text the user sees: code-action titles, hover and ``accelopt.showMemory`` markdown.
-
-Experiences are read duck-typed (``title``, ``rule``, ``speedup``, ``seen``, ``device``,
-``kernel_name``, ``positive``) so the server does not depend on the memory's storage details.
-"""
+"""Text the user sees: code-action titles, hover and ``accelopt.showMemory`` markdown."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
+from accelopt_core.kernelfile import KernelInfo
 from accelopt_core.onsite.protocol import EvalResult
 
+if TYPE_CHECKING:
+    from accelopt_core.memory import Experience
+    from accelopt_core.search import Candidate, SearchReport
 
-def candidate_title(candidate: Any) -> str:
+
+def candidate_title(candidate: Candidate) -> str:
     """``AccelOpt: 2.3x faster — single-pass online softmax``."""
-    speedup = getattr(candidate, "speedup", None)
+    speedup = candidate.speedup
     head = f"AccelOpt: {speedup:.2f}x faster" if speedup else "AccelOpt: faster"
-    plan = (getattr(candidate, "plan_title", "") or "").strip().splitlines()
+    plan = (candidate.plan_title or "").strip().splitlines()
     return f"{head} — {plan[0][:80]}" if plan else head
 
 
-def _experience_line(exp: Any) -> str:
-    title = (getattr(exp, "title", "") or "untitled").strip()
-    speedup = getattr(exp, "speedup", None)
-    seen = getattr(exp, "seen", 1)
-    device = getattr(exp, "device", "") or "unknown device"
-    timing = getattr(exp, "timing", "")
-    mark = "✅" if getattr(exp, "positive", True) else "❌"
+def _experience_line(exp: Experience) -> str:
+    title = (exp.title or "untitled").strip()
+    speedup = exp.speedup
+    seen = exp.seen
+    device = exp.device or "unknown device"
+    timing = exp.timing
+    mark = "✅" if exp.positive else "❌"
     speed = f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "?x"
     where = f"{device}{' (interpreter)' if timing == 'interpreter' else ''}"
     line = f"- {mark} **{_escape(title)}** — {speed} on {_escape(where)}, seen {seen}×"
-    kernel = getattr(exp, "kernel_name", "")
-    if kernel:
-        line += f" (from `{kernel}`)"
-    rule = (getattr(exp, "rule", "") or "").strip()
+    if exp.kernel_name:
+        line += f" (from `{exp.kernel_name}`)"
+    rule = (exp.rule or "").strip()
     if rule and rule != title:
         first = rule.splitlines()[0][:200]
         line += f"\n  {_escape(first)}"
@@ -45,7 +45,7 @@ def _escape(text: str) -> str:
 
 
 def experiences_markdown(
-    positives: Iterable[Any], negatives: Iterable[Any], problem: str | None = None
+    positives: Iterable[Experience], negatives: Iterable[Experience], problem: str | None = None
 ) -> str:
     """Bullets of positive then negative experiences, or a note when there are none."""
     pos, neg = list(positives), list(negatives)
@@ -76,7 +76,7 @@ def profile_line(result: EvalResult | None, version: int | None, current: int | 
 
 
 def kernel_hover(
-    kernel: Any,
+    kernel: KernelInfo,
     result: EvalResult | None,
     version: int | None,
     current: int | None,
@@ -94,7 +94,7 @@ def kernel_hover(
     return "\n\n".join(parts)
 
 
-def api_hover(api_name: str, experiences: list[Any], problem: str | None) -> str:
+def api_hover(api_name: str, experiences: list[Experience], problem: str | None) -> str:
     """The hover on a Triton/NKI API call inside a kernel."""
     head = f"**AccelOpt · `{api_name}`**"
     if problem:
@@ -107,17 +107,21 @@ def api_hover(api_name: str, experiences: list[Any], problem: str | None) -> str
 
 
 def memory_document(
-    kernel: Any, positives: list[Any], negatives: list[Any], problem: str | None, report: Any
+    kernel: KernelInfo,
+    positives: list[Experience],
+    negatives: list[Experience],
+    problem: str | None,
+    report: SearchReport | None,
 ) -> str:
     """``accelopt.showMemory``: the memory for one kernel, and its last search, as markdown."""
     parts = [f"# AccelOpt memory for `{kernel.name}` ({kernel.backend})"]
     parts.append(experiences_markdown(positives, negatives, problem))
     if report is not None:
-        cands = getattr(report, "candidates", []) or []
+        cands = report.candidates
         parts.append(
-            f"## Last search\n\nstopped: {getattr(report, 'stopped_reason', '?')}, "
-            f"{len(cands)} verified improvement(s), target {getattr(report, 'target', '?')}, "
-            f"timing {getattr(report, 'timing', '?')}"
+            f"## Last search\n\nstopped: {report.stopped_reason}, "
+            f"{len(cands)} verified improvement(s), target {report.target}, "
+            f"timing {report.timing}"
         )
         for c in cands:
             parts.append(f"- {candidate_title(c)} (`{c.id}`, {c.result.summary()})")

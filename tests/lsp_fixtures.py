@@ -27,7 +27,7 @@ import pytest_asyncio
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
-from accelopt_core.kernelfile import apply_hunks
+from accelopt_core.textdiff import apply_hunks
 from tests.llm_double import TEST_API_KEY, TEST_API_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[1]

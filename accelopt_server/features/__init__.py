@@ -1,0 +1,77 @@
+"""The server's features: one small class per feature, each seeing only a
+:class:`~accelopt_server.context.ServerContext`.
+
+=====================  ==========================================================================
+settings               initialization options, ``workspace/configuration``, configuration changes
+diagnostics            parse findings and failed profiles, published per document
+results                search reports: restored after a restart, offered, cleared
+profiling              profile on save and ``accelopt.profile``
+search                 background searches: ``accelopt.optimize``, ``cancel``, ``listJobs``, progress
+code_lenses            the lenses above each kernel
+hover                  hover and ``accelopt.showMemory`` (the optimization memory)
+code_actions           apply an improvement, insert a harness, optimize / cancel
+=====================  ==========================================================================
+
+:data:`FEATURES` is the order in which the server calls their lifecycle hooks (settings are pulled
+before a document's diagnostics are published, reports restored before the lenses refresh).
+:data:`COMMANDS` maps each ``workspace/executeCommand`` name (arguments as JSON arrays) to the
+feature method that answers it:
+
+* ``accelopt.optimize [uri, kernelName]`` -> ``{jobId, started, message?}``
+* ``accelopt.cancel [jobId]`` or ``[uri, kernelName]`` -> ``{cancelled, message?}``
+* ``accelopt.profile [uri, kernelName?]`` -> ``{kernels: {name: EvalResult dict + summary,
+  version}, message?}``
+* ``accelopt.showMemory [uri, kernelName]`` -> markdown
+* ``accelopt.clearResults [uri?]`` -> ``{cleared, reports, profiles}``
+* ``accelopt.listJobs []`` -> ``[{jobId, uri, kernel, state, iteration, iterations,
+  bestSpeedup, evaluated, message}]``
+* ``accelopt.applyCandidate [uri, kernelName, candidateId, version]`` -> ``{applied, message?}``
+  (for clients without ``codeAction/resolve``: the edit goes out as ``workspace/applyEdit``)
+"""
+
+from __future__ import annotations
+
+from .base import LanguageFeature
+from .code_actions import CodeActionsFeature
+from .code_lenses import CodeLensFeature
+from .diagnostics import DiagnosticsFeature
+from .hover import HoverFeature
+from .profiling import ProfilingFeature
+from .results import ResultsFeature
+from .search import SearchJobsFeature
+from .settings import SettingsFeature
+
+FEATURES: tuple[type[LanguageFeature], ...] = (
+    SettingsFeature,
+    DiagnosticsFeature,
+    ResultsFeature,
+    ProfilingFeature,
+    SearchJobsFeature,
+    CodeLensFeature,
+    HoverFeature,
+    CodeActionsFeature,
+)
+
+COMMANDS: dict[str, tuple[type[LanguageFeature], str]] = {
+    "accelopt.optimize": (SearchJobsFeature, "cmd_optimize"),
+    "accelopt.cancel": (SearchJobsFeature, "cmd_cancel"),
+    "accelopt.profile": (ProfilingFeature, "cmd_profile"),
+    "accelopt.showMemory": (HoverFeature, "cmd_show_memory"),
+    "accelopt.clearResults": (ResultsFeature, "cmd_clear_results"),
+    "accelopt.listJobs": (SearchJobsFeature, "cmd_list_jobs"),
+    "accelopt.applyCandidate": (CodeActionsFeature, "cmd_apply_candidate"),
+}
+
+__all__ = [
+    "COMMANDS",
+    "FEATURES",
+    "CodeActionsFeature",
+    "CodeLensFeature",
+    "DiagnosticsFeature",
+    "HoverFeature",
+    "LanguageFeature",
+    "ProfilingFeature",
+    "ResultsFeature",
+    "SearchJobsFeature",
+    "SettingsFeature",
+]

@@ -1,0 +1,226 @@
+"""Code actions on a kernel: apply a verified improvement, insert a benchmark harness, start or
+cancel a search.
+
+Improvements are ``refactor.rewrite`` actions, ranked, at most ``maxCodeActions`` per kernel,
+tagged LLM-generated where the client knows the tag. Their edit is computed when the client
+resolves the action (``codeAction/resolve``), against the document version they were offered
+for, and carried over the user's later edits elsewhere in the file
+(:func:`accelopt_server.edits.rebase`); clients without resolve get a command instead:
+
+* ``accelopt.applyCandidate [uri, kernelName, candidateId, version]`` -> ``{applied, message?}``
+  (the edit goes out as ``workspace/applyEdit``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcContentModified
+
+from accelopt_core.textdiff import split_lines
+
+from .. import present
+from ..diagnostics import NO_HARNESS
+from ..edits import from_lsp_position
+from .base import LanguageFeature, command_args, runnable
+from .results import ResultsFeature
+from .workspace_edits import WorkspaceEdits
+
+if TYPE_CHECKING:
+    from pygls.workspace import TextDocument
+
+    from accelopt_core.kernelfile import KernelFile, KernelInfo
+
+    from ..context import ServerContext
+
+log = logging.getLogger("accelopt.server")
+
+
+@dataclass(frozen=True)
+class _ClientSupport:
+    """What the client's code-action capabilities allow."""
+
+    literal: bool  # CodeAction objects (else only Commands)
+    resolve: bool  # edits filled in by codeAction/resolve (with action data)
+    llm_tag: bool  # the LLM-generated tag
+
+
+class CodeActionsFeature(LanguageFeature):
+    """``textDocument/codeAction``, ``codeAction/resolve`` and ``accelopt.applyCandidate``."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        super().__init__(ctx)
+        self.edits = WorkspaceEdits(ctx)
+
+    async def code_actions(
+        self, params: types.CodeActionParams
+    ) -> list[types.CodeAction | types.Command] | None:
+        """The actions for the kernels the range touches (filtered by ``context.only``)."""
+        uri = params.text_document.uri
+        doc, kf = await self.ctx.docs.parsed(uri)
+        if doc is None or kf is None or not kf.kernels:
+            return None
+        kernels = _kernels_in(doc, kf, params.range)
+        if not kernels:
+            return None
+        support = self._client_support()
+        actions: list[types.CodeAction] = []
+        for kernel in kernels:
+            if kf.harness is None:
+                actions.append(self._harness_action(uri, doc, kf, kernel, params.context, support))
+            actions.extend(self._candidate_actions(uri, doc, kf, kernel, support))
+            if runnable(kf):
+                actions.append(self._search_action(uri, kernel))
+        only = list(params.context.only or [])
+        if only:
+            actions = [a for a in actions if any(str(a.kind).startswith(str(o)) for o in only)]
+        if not support.literal:
+            return [a.command for a in actions if a.command is not None] or None
+        return actions or None
+
+    def _client_support(self) -> _ClientSupport:
+        cap = self.ctx.capability
+        properties = cap("text_document.code_action.resolve_support.properties", []) or []
+        tags = list(cap("text_document.code_action.tag_support.value_set", []) or [])
+        return _ClientSupport(
+            literal=cap("text_document.code_action.code_action_literal_support") is not None,
+            resolve="edit" in properties
+            and bool(cap("text_document.code_action.data_support", False)),
+            llm_tag=types.CodeActionTag.LlmGenerated in tags or 1 in tags,
+        )
+
+    def _harness_action(
+        self,
+        uri: str,
+        doc: TextDocument,
+        kf: KernelFile,
+        kernel: KernelInfo,
+        context: types.CodeActionContext,
+        support: _ClientSupport,
+    ) -> types.CodeAction:
+        """Quick fix for the no-harness note: append a harness skeleton for the kernel."""
+        diags = [d for d in context.diagnostics if d.code == NO_HARNESS]
+        action = types.CodeAction(
+            title=f"AccelOpt: insert a benchmark harness for {kernel.name}",
+            kind=types.CodeActionKind.QuickFix,
+            diagnostics=diags or None,
+            data={"type": "harness", "uri": uri, "kernel": kernel.name, "version": doc.version},
+        )
+        if not support.resolve:
+            action.edit = self.edits.harness(doc, kf, kernel.name)
+            action.data = None
+        return action
+
+    def _candidate_actions(
+        self,
+        uri: str,
+        doc: TextDocument,
+        kf: KernelFile,
+        kernel: KernelInfo,
+        support: _ClientSupport,
+    ) -> list[types.CodeAction]:
+        """One rewrite per offered improvement of the kernel, best first."""
+        report = self.ctx.feature(ResultsFeature).offered(uri, kf, kernel.name)
+        if report is None:
+            return []
+        tags = (
+            [types.CodeActionTag.LlmGenerated]
+            if report.proposer == "llm" and support.llm_tag
+            else None
+        )
+        limit = self.ctx.settings(uri).max_code_actions
+        actions = []
+        for cand in report.candidates[:limit]:
+            action = types.CodeAction(
+                title=present.candidate_title(cand),
+                kind=types.CodeActionKind.RefactorRewrite,
+                tags=tags,
+            )
+            if support.resolve:
+                action.data = {
+                    "type": "candidate",
+                    "uri": uri,
+                    "kernel": kernel.name,
+                    "candidateId": cand.id,
+                    "version": doc.version,
+                }
+            else:
+                args = [uri, kernel.name, cand.id, doc.version]
+                action.command = types.Command(
+                    title=action.title, command="accelopt.applyCandidate", arguments=args
+                )
+            actions.append(action)
+        return actions
+
+    def _search_action(self, uri: str, kernel: KernelInfo) -> types.CodeAction:
+        """Optimize the kernel, or cancel its running search."""
+        job = self.ctx.jobs.active_job(uri, kernel.name)
+        if job is not None:
+            title = f"AccelOpt: cancel the search of {kernel.name} ({job.status_line()})"
+            command = types.Command(title=title, command="accelopt.cancel", arguments=[job.id])
+        else:
+            title = f"AccelOpt: optimize {kernel.name} (beam search)"
+            command = types.Command(
+                title=title, command="accelopt.optimize", arguments=[uri, kernel.name]
+            )
+        return types.CodeAction(title=title, kind=types.CodeActionKind.Refactor, command=command)
+
+    async def resolve_code_action(self, action: types.CodeAction) -> types.CodeAction:
+        """``codeAction/resolve``: fill in the edit of a rewrite or a harness insertion.
+
+        Raises:
+            JsonRpcContentModified: the document changed since the action was offered.
+        """
+        data = action.data if isinstance(action.data, dict) else {}
+        kind = data.get("type")
+        if kind == "candidate":
+            try:
+                action.edit, _ = self.edits.candidate(
+                    data.get("uri", ""),
+                    data.get("kernel", ""),
+                    data.get("candidateId", ""),
+                    data.get("version"),
+                )
+            except JsonRpcContentModified as exc:
+                log.info("%s", exc.message)
+                self.ctx.show(types.MessageType.Warning, exc.message)
+                raise
+        elif kind == "harness":
+            doc, kf = await self.ctx.docs.parsed(data.get("uri", ""))
+            if doc is None or kf is None or data.get("version") != doc.version:
+                raise JsonRpcContentModified(
+                    "AccelOpt: the document changed; ask for the code actions again"
+                )
+            if data.get("kernel") not in kf.kernel_names:
+                raise JsonRpcContentModified(f"AccelOpt: no kernel {data.get('kernel')} any more")
+            action.edit = self.edits.harness(doc, kf, data["kernel"])
+        return action
+
+    async def cmd_apply_candidate(self, *args: Any) -> dict[str, Any]:
+        """``accelopt.applyCandidate [uri, kernelName, candidateId, version]``: send the
+        candidate's edit as ``workspace/applyEdit``."""
+        uri, kernel, cand_id, version = command_args(
+            "accelopt.applyCandidate", args, ["uri", "kernelName", "candidateId", "version"]
+        )
+        try:
+            edit, title = self.edits.candidate(uri, kernel, cand_id, version)
+        except JsonRpcContentModified as exc:
+            return {"applied": False, "message": exc.message}
+        result = await self.ctx.apply_edit(types.ApplyWorkspaceEditParams(edit=edit, label=title))
+        if not result.applied:
+            reason = result.failure_reason or "the client did not apply the edit"
+            return {"applied": False, "message": reason}
+        return {"applied": True}
+
+
+def _kernels_in(doc: TextDocument, kf: KernelFile, rng: types.Range) -> list[KernelInfo]:
+    """The kernels whose lines the range touches (none when it starts outside the document)."""
+    lines = split_lines(kf.source)
+    start = from_lsp_position(lines, doc.position_codec, rng.start)
+    end = from_lsp_position(lines, doc.position_codec, rng.end) or start
+    if start is None:
+        return []
+    return [k for k in kf.kernels if k.range.start_line <= end[0] and k.range.end_line >= start[0]]

@@ -1,0 +1,80 @@
+"""The workspace edits behind the code actions: a harness skeleton appended to the file, and a
+candidate carried onto the document as it is now (:func:`accelopt_server.edits.rebase`), as
+versioned document changes where the client supports them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcContentModified
+
+from .. import present
+from ..edits import RebaseConflict, rebase, text_edits
+from .results import ResultsFeature
+
+if TYPE_CHECKING:
+    from pygls.workspace import TextDocument
+
+    from accelopt_core.kernelfile import KernelFile
+
+    from ..context import ServerContext
+
+
+class WorkspaceEdits:
+    """Builds the edits of the code actions (for ``codeAction/resolve`` and
+    ``accelopt.applyCandidate``)."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+
+    def wrap(self, doc: TextDocument, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
+        """The edits as a versioned document change where the client supports it."""
+        if self.ctx.capability("workspace.workspace_edit.document_changes", False):
+            versioned = types.OptionalVersionedTextDocumentIdentifier(
+                uri=doc.uri, version=doc.version
+            )
+            return types.WorkspaceEdit(
+                document_changes=[types.TextDocumentEdit(text_document=versioned, edits=edits)]
+            )
+        return types.WorkspaceEdit(changes={doc.uri: edits})
+
+    def harness(self, doc: TextDocument, kf: KernelFile, kernel_name: str) -> types.WorkspaceEdit:
+        """Append a harness skeleton for ``kernel_name`` to the document."""
+        source = doc.source
+        skeleton = self.ctx.adapter.harness_skeleton(kf, kernel_name)
+        sep = "" if source.endswith("\n") or not source else "\n"
+        new = f"{source}{sep}\n\n{skeleton.rstrip()}\n"
+        return self.wrap(doc, text_edits(source, new, doc.position_codec))
+
+    def candidate(
+        self, uri: str, kernel: str, candidate_id: str, version: object
+    ) -> tuple[types.WorkspaceEdit, str]:
+        """The edit applying a candidate to the document version it was offered for, and the
+        candidate's title.
+
+        Raises:
+            JsonRpcContentModified: the document changed since (or the lines the candidate
+                rewrites were edited), or the candidate is no longer known.
+        """
+        doc = self.ctx.docs.document(uri)
+        if doc is None:
+            raise JsonRpcContentModified(f"AccelOpt: {uri} is not open any more")
+        if version != doc.version:
+            raise JsonRpcContentModified(
+                f"AccelOpt: the document changed (version {version} -> {doc.version}) since this "
+                "improvement was offered; ask for the code actions again"
+            )
+        found = self.ctx.feature(ResultsFeature).candidate(uri, kernel, candidate_id)
+        if found is None:
+            raise JsonRpcContentModified(
+                f"AccelOpt: candidate {candidate_id} of {kernel} is no longer available"
+            )
+        report, cand = found
+        current = doc.source
+        try:
+            merged = rebase(report.original_source, cand.source, current)
+        except RebaseConflict as exc:
+            raise JsonRpcContentModified(f"AccelOpt: cannot apply {candidate_id}: {exc}") from exc
+        edit = self.wrap(doc, text_edits(current, merged, doc.position_codec))
+        return edit, present.candidate_title(cand)
