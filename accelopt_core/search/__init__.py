@@ -1,23 +1,28 @@
-"""Beam search over candidate kernels (AccelOpt, arXiv 2511.15915): the loop and beam selection,
-budget, re-timing of finalists, learning into the optimization memory, the report, and typed
-events."""
+"""Beam search over candidate kernels (AccelOpt, arXiv 2511.15915).
 
-from accelopt_core.search.beam import (
+Modules: :mod:`.beam` (the loop and beam selection), :mod:`.candidate` (candidates and the noise
+rule), :mod:`.proposing` (plans, samples and fixes of one iteration), :mod:`.trials` (evaluating
+each distinct candidate once), :mod:`.retime` (re-timing finalists), :mod:`.learning` (experiences
+for the optimization memory), :mod:`.budget` (tokens, wall time), :mod:`.report` (the report) and
+:mod:`.events` (typed events)."""
+
+from accelopt_core.search.beam import BeamSearch, select_beam
+from accelopt_core.search.candidate import (
     FIXABLE,
-    BeamSearch,
     Candidate,
+    candidate_id,
+    is_faster,
+    rank_verified,
+)
+from accelopt_core.search.events import (
     CandidateEvaluated,
     IterationStarted,
     NewBest,
     SearchEvent,
     SearchFinished,
-    SearchReport,
     SearchStarted,
-    candidate_id,
-    is_faster,
-    rank_verified,
-    select_beam,
 )
+from accelopt_core.search.report import SearchReport
 
 __all__ = [
     "FIXABLE",

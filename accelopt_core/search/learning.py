@@ -1,0 +1,131 @@
+"""What a search teaches the optimization memory (AccelOpt, arXiv 2511.15915, Sec. 3.2).
+
+A slow->fast step confirmed by re-timing is summarized by the proposer into a positive
+experience (title + rule); a correct rewrite that made its parent slower becomes a negative one
+("did not help: <plan>"). Writes run in the background, so the search does not wait for the
+summarizer; :meth:`Learner.drain` waits for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from accelopt_core.kernelfile import KernelInfo, source_fingerprint
+from accelopt_core.proposers import Plan, Proposer
+from accelopt_core.search.candidate import Candidate
+from accelopt_core.search.proposing import Contexts
+from accelopt_core.search.report import Tally
+from accelopt_core.search.tasks import Background
+
+#: A summary title that starts with this says the change does not transfer: nothing is stored.
+NOTHING_LEARNED = "no optimization found"
+
+
+class Learner:
+    """Writes experiences of one search into the optimization memory.
+
+    Args:
+        memory: an :class:`accelopt_core.memory.OptimizationMemory`, or None (nothing is written).
+        proposer: its ``summarize`` turns a confirmed step into a rule.
+        kernel: the kernel being optimized (name and backend of every experience).
+        contexts: the summarizer's context for the slow candidate.
+        tally: a failed write becomes a warning there.
+
+    Attributes:
+        added: experiences written so far.
+    """
+
+    def __init__(
+        self,
+        memory: Any,
+        proposer: Proposer,
+        kernel: KernelInfo,
+        contexts: Contexts,
+        tally: Tally,
+    ) -> None:
+        self._memory = memory
+        self._proposer = proposer
+        self._kernel = kernel
+        self._contexts = contexts
+        self._tally = tally
+        self._background = Background()
+        self.added = 0
+
+    def learn(self, slow: Candidate, fast: Candidate, *, positive: bool) -> None:
+        """Remember, in the background, that ``fast`` (a rewrite of ``slow`` by its plan) was
+        faster (``positive``) or slower than ``slow``."""
+        if self._memory is not None:
+            self._background.spawn(self._remember(slow, fast, positive=positive))
+
+    async def drain(self) -> int:
+        """Wait for the pending writes; the number of experiences added by this search."""
+        await self._background.drain()
+        return self.added
+
+    def pending(self) -> list[asyncio.Task[Any]]:
+        """The writes not finished yet, for cancellation."""
+        return self._background.pending()
+
+    async def _remember(self, slow: Candidate, fast: Candidate, *, positive: bool) -> None:
+        speedup = (slow.latency_ms or 0) / (fast.latency_ms or float("inf"))
+        if positive:
+            lesson = await self._summarize(slow, fast, speedup)
+            if lesson is None:
+                return
+        else:
+            lesson = self._did_not_help(fast, speedup)
+        try:
+            experience = self._experience(slow, fast, speedup, *lesson, positive=positive)
+            await asyncio.to_thread(self._memory.add, experience)
+            self.added += 1
+        except Exception as exc:  # invalid experience, MemoryUnavailable, disk error: go on
+            self._tally.warn(f"optimization memory not updated: {exc}")
+
+    async def _summarize(
+        self, slow: Candidate, fast: Candidate, speedup: float
+    ) -> tuple[str, str] | None:
+        """The summarizer's ``(title, rule)``; None when it saw no transferable change."""
+        ctx = await self._contexts.for_parent(slow, fast.iteration)
+        plan = Plan(title=fast.plan_title, text=fast.plan_text)
+        rule = await self._proposer.summarize(ctx, plan, slow.source, fast.source, speedup)
+        if rule.title.strip().lower().startswith(NOTHING_LEARNED):
+            return None
+        return rule.title, rule.rule
+
+    def _did_not_help(self, fast: Candidate, speedup: float) -> tuple[str, str]:
+        """``(title, rule)`` of a negative experience: the plan and how much slower it made it."""
+        title = f"did not help: {fast.plan_title}"
+        text = (
+            f"'{fast.plan_title}' made {self._kernel.name} slower "
+            f"({speedup:.2f}x of its parent's speed). {fast.plan_text}".strip()
+        )
+        return title, text
+
+    def _experience(
+        self,
+        slow: Candidate,
+        fast: Candidate,
+        speedup: float,
+        title: str,
+        rule: str,
+        *,
+        positive: bool,
+    ) -> Any:
+        """The :class:`accelopt_core.memory.Experience` of the step (ValueError when invalid)."""
+        from accelopt_core.memory import Experience  # diskcache loads only with a memory
+
+        return Experience.create(
+            backend=self._kernel.backend,
+            device=fast.result.device or "unknown",
+            timing=fast.result.timing,
+            kernel_name=self._kernel.name,
+            source_fingerprint=source_fingerprint(slow.source),
+            slow_source=slow.source,
+            fast_source=fast.source,
+            speedup=speedup,
+            title=title,
+            rule=rule,
+            positive=positive,
+            plan=fast.plan_text,
+        )

@@ -1,0 +1,185 @@
+"""One iteration's rewrites: plans for the whole beam at once, every sample of every plan
+concurrently, each sample evaluated as soon as it exists, and ``search.fixer_attempts`` repair
+tries for a sample that failed to compile, crashed or was incorrect."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from accelopt_core.kernelfile import KernelFile, KernelInfo
+from accelopt_core.proposers import Plan, ProposalContext, Proposer, Sample
+from accelopt_core.search.budget import Budget
+from accelopt_core.search.candidate import FIXABLE, Candidate
+from accelopt_core.search.report import Tally
+from accelopt_core.search.tasks import gather_all
+from accelopt_core.search.trials import Trials
+from accelopt_core.settings import SearchSettings
+
+log = logging.getLogger("accelopt.search")
+
+
+class Contexts:
+    """What a proposer sees for one parent: the file, the parent's and the baseline's
+    evaluations, and the ``top_k`` positive and negative experiences the optimization memory
+    recalls for the parent's source (none without a memory; a memory that cannot be read is a
+    warning)."""
+
+    def __init__(
+        self,
+        original: KernelFile,
+        kernel: KernelInfo,
+        entry: str,
+        trials: Trials,
+        tally: Tally,
+        *,
+        memory: Any = None,
+        top_k: int = 0,
+    ) -> None:
+        self._original = original
+        self._kernel = kernel
+        self._entry = entry
+        self._trials = trials
+        self._tally = tally
+        self._memory = memory
+        self._top_k = top_k
+
+    async def for_parent(self, parent: Candidate, iteration: int) -> ProposalContext:
+        """The context for proposing (or summarizing) from ``parent`` in ``iteration``; the
+        baseline must have been evaluated."""
+        positives, negatives = await self._recall(parent)
+        baseline = self._trials.baseline
+        assert baseline is not None
+        return ProposalContext(
+            original=self._original,
+            kernel_name=self._kernel.name,
+            entry=self._entry,
+            parent_source=parent.source,
+            parent_result=parent.result,
+            baseline_result=baseline.result,
+            positives=positives,
+            negatives=negatives,
+            iteration=iteration,
+        )
+
+    async def _recall(self, parent: Candidate) -> tuple[list[Any], list[Any]]:
+        if self._memory is None or self._top_k <= 0:
+            return [], []
+        try:
+            return await asyncio.to_thread(
+                self._memory.retrieve_for,
+                parent.source,
+                self._kernel.backend,
+                parent.result.device,
+                self._top_k,
+            )
+        except Exception as exc:
+            self._tally.warn(f"optimization memory not readable: {exc}")
+            return [], []
+
+
+class Proposals:
+    """Asks the proposer for rewrites of a beam and evaluates them (through ``trials``).
+
+    Args:
+        proposer: the offline proposer or the LLM agents.
+        settings: N (``plans_per_candidate``), K (``samples_per_plan``), ``fixer_attempts``.
+        contexts: builds each parent's :class:`ProposalContext`.
+        trials: evaluates each new candidate once.
+        budget: checked before the samples and before each fix.
+        tally: counts samples without code (``no_code``).
+    """
+
+    def __init__(
+        self,
+        proposer: Proposer,
+        settings: SearchSettings,
+        contexts: Contexts,
+        trials: Trials,
+        budget: Budget,
+        tally: Tally,
+    ) -> None:
+        self._proposer = proposer
+        self._settings = settings
+        self._contexts = contexts
+        self._trials = trials
+        self._budget = budget
+        self._tally = tally
+
+    async def warm(self) -> None:
+        """Let the proposer prepare (e.g. build its LLM clients) while the baseline is evaluated.
+        An optimization only: a failure here is left for the first real call to report."""
+        warm = getattr(self._proposer, "warm", None)
+        if warm is not None:
+            try:
+                await warm()
+            except Exception:
+                log.debug("proposer warm-up failed", exc_info=True)
+
+    async def children(self, beam: list[Candidate], iteration: int) -> list[Candidate]:
+        """The correct children of ``beam`` in ``iteration``: plans for the whole beam at once,
+        then every sample of every plan concurrently.
+
+        Raises:
+            BudgetSpent, asyncio.CancelledError: from the budget's checkpoints.
+        """
+        contexts = await gather_all(*(self._contexts.for_parent(p, iteration) for p in beam))
+        n = self._settings.plans_per_candidate
+        plan_lists = await gather_all(*(self._proposer.plan(ctx, n) for ctx in contexts))
+        self._budget.check()
+        jobs = [
+            self._run_plan(parent, ctx, plan)
+            for parent, ctx, plans in zip(beam, contexts, plan_lists, strict=True)
+            for plan in plans
+        ]
+        batches = await gather_all(*jobs)
+        return [c for batch in batches for c in batch]
+
+    async def _run_plan(
+        self, parent: Candidate, ctx: ProposalContext, plan: Plan
+    ) -> list[Candidate]:
+        samples = await self._proposer.implement(ctx, plan, self._settings.samples_per_plan)
+        outcomes = await gather_all(*(self._run_sample(parent, ctx, plan, s) for s in samples))
+        return [c for c in outcomes if c is not None]
+
+    async def _run_sample(
+        self, parent: Candidate, ctx: ProposalContext, plan: Plan, sample: Sample
+    ) -> Candidate | None:
+        """Evaluate one sample (its tokens: the plan's share plus its own), repair it if it
+        failed in a fixable way; the correct candidate, or None."""
+        tokens = plan.usage.total_tokens + sample.usage.total_tokens
+        if sample.source is None:
+            self._tally.count_failure("no_code")
+            log.info("plan %r produced no code: %s", plan.title, sample.error)
+            return None
+        child = Candidate.child(parent, plan, sample.source, ctx.iteration, tokens=tokens)
+        cand = await self._trials.evaluate(child)
+        if cand is not None:
+            cand = await self._repair(cand, parent, ctx, plan)
+        return cand if cand is not None and cand.result.ok else None
+
+    async def _repair(
+        self, cand: Candidate, parent: Candidate, ctx: ProposalContext, plan: Plan
+    ) -> Candidate | None:
+        """Up to ``fixer_attempts`` fixes while the latest try failed in a fixable way; the last
+        candidate evaluated (None when a fix repeated an earlier candidate)."""
+        tokens = cand.tokens
+        attempt: Candidate | None = cand
+        for _ in range(self._settings.fixer_attempts):
+            if attempt is None or attempt.result.status not in FIXABLE:
+                break
+            self._budget.check()
+            fixed = await self._proposer.fix(ctx, plan, attempt.source, attempt.result)
+            if fixed is None or fixed.source is None:
+                break
+            repaired = Candidate.child(
+                parent,
+                plan,
+                fixed.source,
+                ctx.iteration,
+                tokens=tokens + fixed.usage.total_tokens,
+                fixed=True,
+            )
+            attempt = await self._trials.evaluate(repaired)
+        return attempt
