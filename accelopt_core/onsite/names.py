@@ -8,7 +8,7 @@ static gate) both use it. Standard library only.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Literal
 
 Backend = Literal["triton", "nki"]
@@ -42,6 +42,7 @@ def dotted_name(node: ast.AST) -> str | None:
 
 
 def canonical_module(name: str) -> str:
+    """The canonical module path: the standalone ``nki`` package -> ``neuronxcc.nki``."""
     # The standalone ``nki`` package (newer Neuron SDKs) is the same API as neuronxcc.nki.
     if name == "nki" or name.startswith("nki."):
         return "neuronxcc." + name
@@ -65,10 +66,14 @@ def module_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from module_statements(case.body)
 
 
-def collect_aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> canonical dotted path, from the module-level imports."""
+def collect_aliases(tree: ast.Module, *, everywhere: bool = False) -> dict[str, str]:
+    """Local name -> canonical dotted path, from the module-level imports (with ``everywhere``,
+    also the imports inside functions and classes: the static gate resolves a launcher's
+    ``import torch.nn.functional as F`` too). Unimported ``triton``, ``tl``, ``nki``, ``nl`` and
+    ``nisa`` resolve to the Triton / NKI APIs."""
     aliases = dict(_DEFAULT_ALIASES)
-    for node in module_statements(tree.body):
+    nodes = ast.walk(tree) if everywhere else module_statements(tree.body)
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 full = canonical_module(a.name)
@@ -86,9 +91,18 @@ def collect_aliases(tree: ast.Module) -> dict[str, str]:
 
 
 def resolve(dotted: str, aliases: dict[str, str]) -> str:
+    """``dotted`` with its first part replaced by what it was imported as (``F.relu`` ->
+    ``torch.nn.functional.relu``); unchanged when the first part is not an alias."""
     head, _, rest = dotted.partition(".")
     base = aliases.get(head, head)
     return f"{base}.{rest}" if rest else base
+
+
+def resolved_name(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    """The canonical dotted name of a Name/Attribute chain (:func:`dotted_name` then
+    :func:`resolve`), else None."""
+    dotted = dotted_name(node)
+    return resolve(dotted, aliases) if dotted is not None else None
 
 
 def display(resolved: str) -> str:
@@ -97,6 +111,7 @@ def display(resolved: str) -> str:
 
 
 def is_api(resolved: str) -> bool:
+    """True for a canonical name in the Triton or NKI API (``triton.language.load``)."""
     return (
         resolved == _TRITON
         or resolved.startswith(_TRITON + ".")
@@ -106,6 +121,8 @@ def is_api(resolved: str) -> bool:
 
 
 def decorator_name(dec: ast.expr, aliases: dict[str, str]) -> str:
+    """A decorator as users know it (``triton.jit``, ``nki.jit``), call or not; a decorator that
+    is not a dotted name comes back as its source text."""
     target = dec.func if isinstance(dec, ast.Call) else dec
     dotted = dotted_name(target)
     if dotted is None:
@@ -117,8 +134,29 @@ def decorator_name(dec: ast.expr, aliases: dict[str, str]) -> str:
 
 
 def backend_of(decorators: list[str]) -> Backend | None:
+    """``"triton"`` / ``"nki"`` when one of the decorators (as :func:`decorator_name` shows
+    them) makes a kernel, else None."""
     if any(d in _TRITON_KERNEL_DECORATORS for d in decorators):
         return "triton"
     if any(d in _NKI_KERNEL_DECORATORS for d in decorators):
         return "nki"
     return None
+
+
+def jit_kernels(statements: Iterable[ast.stmt], aliases: dict[str, str]) -> dict[str, Backend]:
+    """Kernel name -> backend for the functions among ``statements`` (e.g. ``tree.body``, or
+    :func:`module_statements` of it) decorated as a kernel (:func:`backend_of`).
+
+    A later ``def`` of the same name replaces an earlier one, as when the module runs: a plain
+    function that redefines a kernel's name is no kernel.
+    """
+    kernels: dict[str, Backend] = {}
+    for node in statements:
+        if not isinstance(node, _FuncDef):
+            continue
+        backend = backend_of([decorator_name(d, aliases) for d in node.decorator_list])
+        if backend is None:
+            kernels.pop(node.name, None)
+        else:
+            kernels[node.name] = backend
+    return kernels

@@ -1,8 +1,9 @@
 """Shared records: the evaluation request sent to a target and the result it returns.
 
-Standard library only: the host imports it as ``accelopt_core.onsite.protocol`` and the target as
-part of the shipped onsite package. The worker speaks the schema as plain JSON dicts. :meth:`EvalRequest.to_json` and
-:meth:`EvalResult.from_dict` are the two ends of that wire format.
+Standard library only: the host imports it as ``accelopt_core.onsite.protocol`` and the target
+as part of the shipped onsite package. The worker speaks the schema as plain JSON dicts
+(:func:`result_dict`); :meth:`EvalRequest.to_json` and :meth:`EvalResult.from_dict` are the two
+ends of that wire format.
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ def parse_result_line(text: str | bytes) -> dict | None:
     return None
 
 
+def result_dict(status: str, message: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A result in the worker's wire form: ``{"status", "message", "harness_version"}`` plus
+    ``fields`` (any other :class:`EvalResult` fields, e.g. ``line``, ``device``)."""
+    out = {"status": status, "message": message, "harness_version": HARNESS_VERSION}
+    out.update(fields)
+    return out
+
+
 def signal_name(num: int) -> str:
     """``"SIGKILL"`` for 9; ``"signal 99"`` for a number with no name."""
     import signal
@@ -78,8 +87,8 @@ class EvalRequest:
         warmup_ms / rep_ms: ``triton.testing.do_bench`` warm-up and repetition times (ms).
         timeout_s: hard wall-clock limit of the whole evaluation (s).
         memory_limit_mb: limit of the candidate process's memory (MiB).
-        peaks: roofline peak table (see :func:`accelopt_core.hardware.peak_table`) so the worker
-            can report % of peak without importing this project.
+        peaks: roofline peak table (see :func:`accelopt_core.onsite.roofline.peak_table`) so
+            the worker can report % of peak.
         device: device index / core id to pin to, or None for the default.
         timing: "auto" (CUDA when available, else the Triton interpreter), "interpreter" or
             "none" (correctness only).

@@ -1,0 +1,107 @@
+"""The evaluation child: the forked process that runs one request (:mod:`.supervisor` forks it).
+
+Set-up: a new session (the supervisor kills the whole process group), death with the supervisor
+(``PR_SET_PDEATHSIG``), faulthandler (a crash or a hang dumps the Python stack, with the
+candidate's line, to stderr), and an :class:`Emitter` for the one result. Dispatch: a probe, or
+the static gate and then the Triton (:mod:`.triton_eval`) or NKI (:mod:`.nki_eval`) evaluation,
+by the backend of the kernel the entry launches.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import sys
+
+from . import nki_eval, triton_eval
+from .failures import candidate_file
+from .gate import precheck
+from .launcher import candidate_kernels, entry_backend
+from .protocol import result_dict
+from .runtime import pin_device, probe
+
+
+class Emitter:
+    """Writes the result exactly once to the result pipe (main thread or watchdog)."""
+
+    def __init__(self, fd: int) -> None:
+        import threading
+
+        self.fd = fd
+        self.lock = threading.Lock()
+        self.done = False
+
+    def emit(self, result: dict) -> None:
+        """Write ``result`` as JSON and close the pipe; later calls do nothing."""
+        with self.lock:
+            if self.done:
+                return
+            self.done = True
+            data = json.dumps(result, default=str).encode()
+            view = memoryview(data)
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+            os.close(self.fd)
+
+
+def _set_pdeathsig() -> None:
+    """Linux: SIGKILL this process when the supervisor dies."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except Exception:
+        pass
+
+
+def _evaluate(req: dict, ctx: dict) -> dict:
+    """Gate the candidate, pin the device, run the backend's evaluation."""
+    cand_file = candidate_file(str(req.get("source_name") or "candidate.py"))
+    ctx.update(cand_file=cand_file, memory_limit_mb=req.get("memory_limit_mb", 8192))
+    baseline = req.get("baseline_source") or req["harness_source"]
+    pre = precheck(req["candidate_source"], req["entry"], baseline, cand_file)
+    if pre is not None:
+        return pre
+    ctx["cand_tree"] = tree = ast.parse(req["candidate_source"])
+    ctx["kernels"] = candidate_kernels(tree)
+    pin_device(req.get("device"))
+    if entry_backend(tree, req["entry"], ctx["kernels"]) == "nki":
+        return nki_eval.evaluate(req, ctx)
+    return triton_eval.evaluate(req, ctx)
+
+
+def child_main(request: dict, result_fd: int, supervisor_pid: int) -> None:
+    """Run ``request`` in this (forked) process and emit its result to ``result_fd``; never
+    returns (``os._exit``).
+
+    The evaluations share ``ctx``: ``emitter`` (:class:`Emitter`), ``supervisor`` (its pid),
+    then ``cand_file``, ``memory_limit_mb``, ``cand_tree``, ``kernels`` and ``interpreter``
+    (see :func:`.failures.classify`). Any exception becomes a ``runtime_error``.
+    """
+    try:
+        os.setsid()
+    except OSError:
+        pass
+    _set_pdeathsig()
+    if os.getppid() != supervisor_pid:
+        os._exit(1)
+    import faulthandler
+
+    faulthandler.enable(file=sys.stderr)  # a crash dumps the Python stack (with the line)
+    timeout_s = float(request.get("timeout_s") or 120.0)
+    # Just before the supervisor's deadline, dump where the candidate hangs.
+    faulthandler.dump_traceback_later(max(timeout_s - 0.5, timeout_s * 0.9), exit=False)
+    emitter = Emitter(result_fd)
+    ctx = {"emitter": emitter, "supervisor": supervisor_pid}
+    try:
+        result = probe(request) if request.get("probe") else _evaluate(request, ctx)
+    except BaseException as exc:  # noqa: BLE001 - classified, never propagated
+        result = result_dict("runtime_error", f"worker error: {type(exc).__name__}: {exc}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    emitter.emit(result)
+    os._exit(0)

@@ -1,0 +1,161 @@
+"""Output comparison: a candidate's outputs against the reference's (DESIGN.md, rule 3).
+
+Exact structure, shape and dtype; NaN/Inf where the reference is finite fails; floating outputs
+within a tolerance scaled to the reference's magnitude, so all-zero outputs fail; integer and
+boolean outputs exactly. Works on torch tensors and NumPy arrays (NumPy is imported inside the
+functions: the target has it with torch).
+"""
+
+from __future__ import annotations
+
+#: Default (rtol, atol) by output dtype when BENCH gives none.
+DEFAULT_TOLERANCES = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-4, 1e-4),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (2e-2, 2e-2),
+}
+_FLOAT8_TOLERANCE = (1e-1, 1e-1)
+
+
+def clone(obj):
+    """Deep copy of inputs: tensors cloned, arrays copied, containers rebuilt."""
+    if hasattr(obj, "clone") and hasattr(obj, "data_ptr"):
+        return obj.clone()
+    if type(obj).__name__ == "ndarray":
+        return obj.copy()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(clone(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: clone(v) for k, v in obj.items()}
+    return obj
+
+
+def is_tensor(obj) -> bool:
+    """True for a torch tensor (duck-typed: ``data_ptr``, ``dtype``, ``shape``)."""
+    return hasattr(obj, "data_ptr") and hasattr(obj, "dtype") and hasattr(obj, "shape")
+
+
+def is_array(obj) -> bool:
+    """True for a NumPy ndarray."""
+    return type(obj).__name__ == "ndarray"
+
+
+def dtype_name(t) -> str:
+    """``float32`` for ``torch.float32`` or a NumPy float32."""
+    return str(t.dtype).replace("torch.", "")
+
+
+def _to_numpy(t):
+    """Raw numpy copy on the host (bf16/float8 via float32)."""
+    import numpy as np
+
+    if is_tensor(t):
+        t = t.detach().cpu()
+        name = str(t.dtype).replace("torch.", "")
+        if name == "bfloat16" or name.startswith("float8"):
+            t = t.float()
+        return t.numpy()
+    return np.asarray(t)
+
+
+def same_values(a, b) -> bool:
+    """True when ``a`` and ``b`` hold the same shape and values (NaN equals NaN)."""
+    import numpy as np
+
+    x, y = _to_numpy(a), _to_numpy(b)
+    if x.shape != y.shape:
+        return False
+    if np.issubdtype(x.dtype, np.floating):
+        return bool(np.array_equal(x, y, equal_nan=True))
+    return bool(np.array_equal(x, y))
+
+
+def mutated_input(inputs: tuple, before: tuple, *, arrays_only: bool = False) -> int | None:
+    """Index of the first tensor/array input whose values differ from its copy ``before``
+    (taken before the call), else None. ``arrays_only``: NumPy inputs only (NKI)."""
+    for i, (a, b) in enumerate(zip(inputs, before, strict=False)):
+        checked = is_array(a) if arrays_only else (is_tensor(a) or is_array(a))
+        if checked and not same_values(a, b):
+            return i
+    return None
+
+
+def _tolerance(name: str, bench: dict) -> tuple[float, float]:
+    """(rtol, atol): BENCH's, else the default of the reference's dtype (float32's if none)."""
+    default = _FLOAT8_TOLERANCE if name.startswith("float8") else DEFAULT_TOLERANCES.get(name)
+    default = default or DEFAULT_TOLERANCES["float32"]
+    return float(bench.get("rtol", default[0])), float(bench.get("atol", default[1]))
+
+
+def _compare_sequence(out, ref, bench: dict, errors: dict) -> str | None:
+    if not isinstance(out, (list, tuple)) or len(out) != len(ref):
+        got = f"{type(out).__name__}" + (
+            f" of {len(out)}" if isinstance(out, (list, tuple)) else ""
+        )
+        return f"output structure differs: got {got}, expected {len(ref)} outputs"
+    for i, (o, r) in enumerate(zip(out, ref, strict=False)):
+        why = compare(o, r, bench, errors)
+        if why:
+            return f"output #{i}: {why}"
+    return None
+
+
+def _compare_floats(o, r, rtol: float, atol: float, errors: dict) -> str | None:
+    """``o`` against ``r`` (float64 NumPy arrays of one shape); see :func:`compare`."""
+    import numpy as np
+
+    finite = np.isfinite(r)
+    bad = finite & ~np.isfinite(o)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        return f"NaN/Inf in the output where the reference is finite (first at index {idx})"
+    special = ~finite & ~((o == r) | (np.isnan(o) & np.isnan(r)))
+    if special.any():
+        idx = tuple(int(i) for i in np.argwhere(special)[0])
+        return f"non-finite reference value not reproduced at index {idx}"
+    diff = np.where(finite, np.abs(o - r), 0.0)
+    scale = float(np.abs(r[finite]).max()) if finite.any() else 0.0
+    max_abs = float(diff.max()) if diff.size else 0.0
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
+    errors["max_abs"] = max(errors.get("max_abs", 0.0), max_abs)
+    errors["max_rel"] = max(errors.get("max_rel", 0.0), max_rel)
+    viol = diff > atol * scale + rtol * np.abs(r)
+    if viol.any():
+        idx = tuple(int(i) for i in np.argwhere(viol)[0])
+        return (
+            f"mismatch at index {idx}: got {o[idx]:.6g}, expected {r[idx]:.6g} "
+            f"(max abs error {max_abs:.3g}; tolerance {atol:g}*max|ref| + {rtol:g}*|ref|, "
+            f"max|ref| = {scale:.3g}; {int(viol.sum())} of {viol.size} elements outside)"
+        )
+    return None
+
+
+def compare(out, ref, bench: dict, errors: dict) -> str | None:
+    """None when ``out`` matches ``ref`` within tolerance, else the reason.
+
+    Tolerance scaled to magnitude: ``|out-ref| <= atol*max|ref| + rtol*|ref|`` elementwise
+    (an all-zero output fails unless the reference is all zero); ``rtol`` / ``atol`` from
+    ``bench`` (the harness's BENCH) or :data:`DEFAULT_TOLERANCES` by dtype. NaN/Inf where the
+    reference is finite fails. Lists and tuples are compared element by element, other
+    non-tensor values with ``==``. ``errors`` accumulates ``max_abs`` and ``max_rel``
+    (= max|out-ref| / max|ref|).
+    """
+    import numpy as np
+
+    if isinstance(ref, (list, tuple)):
+        return _compare_sequence(out, ref, bench, errors)
+    if not (is_tensor(ref) or is_array(ref)):
+        return None if out == ref else f"got {out!r}, expected {ref!r}"
+    if not (is_tensor(out) or is_array(out)):
+        return f"got a {type(out).__name__}, expected a tensor"
+    if tuple(out.shape) != tuple(ref.shape):
+        return f"shape {tuple(out.shape)} differs from the reference {tuple(ref.shape)}"
+    if dtype_name(out) != dtype_name(ref):
+        return f"dtype {dtype_name(out)} differs from the reference {dtype_name(ref)}"
+    o, r = _to_numpy(out), _to_numpy(ref)
+    if not np.issubdtype(r.dtype, np.floating):
+        bad = int(np.count_nonzero(o != r))
+        return f"{bad} elements differ (exact comparison)" if bad else None
+    rtol, atol = _tolerance(dtype_name(ref), bench)
+    return _compare_floats(o.astype(np.float64), r.astype(np.float64), rtol, atol, errors)

@@ -1,0 +1,145 @@
+"""The evaluation child's runtime: device pinning, the memory limit and its watchdog, the
+software versions recorded with every result, and the device probe.
+
+Linux ``/proc`` is read for memory figures; elsewhere the watchdog sees nothing and only
+``RLIMIT_AS`` (where available) limits memory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .protocol import result_dict
+
+_WATCHDOG_PERIOD_S = 0.05
+
+
+def pin_device(device) -> None:
+    """Make ``device`` (an index or id; None/"" for the default) the only visible device:
+    ``CUDA_VISIBLE_DEVICES`` (an index into an existing list is mapped through it) and
+    ``NEURON_RT_VISIBLE_CORES``. Must run before torch / the Neuron runtime is imported."""
+    if device is None or device == "":
+        return
+    device = str(device)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible and device.isdigit():
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        if int(device) < len(ids):
+            device = ids[int(device)]
+    os.environ["CUDA_VISIBLE_DEVICES"] = device
+    os.environ["NEURON_RT_VISIBLE_CORES"] = str(device)
+
+
+def _statm_bytes(field: int) -> int | None:
+    """Field of ``/proc/self/statm`` (0: virtual size, 1: resident) in bytes, or None."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[field]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _limit_address_space(limit: int) -> None:
+    """RLIMIT_AS = current address space + ``limit`` bytes (capped by the hard limit)."""
+    try:
+        import resource
+
+        vm = _statm_bytes(0) or 0
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        soft = vm + limit
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def limit_memory(limit_mb: int, use_cuda: bool, ctx: dict) -> None:
+    """Limit this process's memory to ``limit_mb`` MiB more than it uses now.
+
+    ``RLIMIT_AS`` on CPU only (CUDA maps huge virtual ranges), and a watchdog thread that,
+    every 50 ms, exits when the supervisor (``ctx["supervisor"]``, a pid) is gone and, when the
+    resident memory exceeds the limit, emits a ``runtime_error`` "memory limit exceeded"
+    through ``ctx["emitter"]`` (:class:`.child.Emitter`) and exits with code 3.
+    """
+    import threading
+
+    limit = int(limit_mb) * 1024 * 1024
+    if not use_cuda:
+        _limit_address_space(limit)
+    emitter = ctx["emitter"]
+    supervisor = ctx["supervisor"]
+
+    def watch() -> None:
+        while True:
+            time.sleep(_WATCHDOG_PERIOD_S)
+            if os.getppid() != supervisor:
+                os._exit(1)
+            rss = _statm_bytes(1)
+            if rss is not None and rss > limit:
+                emitter.emit(
+                    result_dict(
+                        "runtime_error",
+                        f"memory limit exceeded: resident memory {rss / 2**20:.0f} MiB > "
+                        f"{limit_mb} MiB",
+                    )
+                )
+                os._exit(3)
+
+    threading.Thread(target=watch, name="accelopt-memory-watchdog", daemon=True).start()
+
+
+def versions(torch=None, triton=None) -> dict:
+    """``{"python", "torch", "triton", "numpy", "neuronxcc", "lnc"}``: those present (the
+    modules given, installed distributions, the Trainium2 logical-core setting)."""
+    import platform
+
+    out = {"python": platform.python_version()}
+    if torch is not None:
+        out["torch"] = torch.__version__
+    if triton is not None:
+        out["triton"] = triton.__version__
+    try:
+        from importlib import metadata
+
+        for dist in ("numpy", "neuronxcc"):
+            try:
+                out[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                pass
+    except ImportError:
+        pass
+    lnc = os.environ.get("NEURON_LOGICAL_NC_CONFIG")
+    if lnc:
+        out["lnc"] = lnc
+    return out
+
+
+def probe(request: dict) -> dict:
+    """Device names and versions, no candidate: an ``ok`` result with ``device``,
+    ``devices`` (CUDA device names, else ``["cpu"]``), ``timing`` and ``versions``;
+    ``runtime_error`` when torch is missing."""
+    pin_device(request.get("device"))
+    try:
+        import torch
+    except ImportError as exc:
+        return result_dict(
+            "runtime_error", f"torch is not installed for {sys.executable}: {exc}", device=None
+        )
+    names = []
+    if torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    try:
+        import triton
+    except ImportError:
+        triton = None
+    return result_dict(
+        "ok",
+        "probe",
+        device=names[0] if names else "cpu",
+        devices=names or ["cpu"],
+        timing="cuda" if names else "interpreter",
+        versions=versions(torch, triton),
+    )

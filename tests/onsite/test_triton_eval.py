@@ -1,0 +1,84 @@
+"""The Triton evaluation: compile errors located in the file, wrong results classified (real
+worker runs under the Triton interpreter), and the compile-error line translation."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from accelopt_core.onsite import failures
+from tests.onsite.runs import BASE, line_of, run_worker, src
+
+# --- compile errors ------------------------------------------------------------------------
+
+
+def test_syntax_error_is_a_compile_error_with_its_line():
+    bad = BASE.replace("    n = x.numel()\n", "    n = x.numel(\n")
+    result, _ = run_worker(bad, source_name="syntax.py")
+    assert result.status == "compile_error"
+    assert "SyntaxError" in result.message
+    assert result.line == line_of(bad, "n = x.numel(")
+
+
+@pytest.mark.slow  # shares the session's batch of ~12 worker runs
+def test_triton_error_inside_the_kernel_is_a_compile_error_at_the_file_line(batch):
+    r = batch["kernel_compile_error"]
+    assert r.status == "compile_error", r.message
+    assert "add_kernel" in r.message and "power of 2" in r.message
+    assert r.line == line_of(src("kernel_compile_error.py"), "tl.arange(0, 100)")
+
+
+@pytest.mark.slow  # shares the session's batch of ~12 worker runs
+def test_error_while_loading_the_candidate_is_a_compile_error(batch):
+    r = batch["load_error"]
+    assert r.status == "compile_error"
+    assert "UNDEFINED_CONSTANT" in r.message
+    assert r.line == line_of(src("load_error.py"), "BLOCK_SIZE = UNDEFINED_CONSTANT")
+
+
+def test_compilation_error_line_is_translated_to_the_file():
+    from triton.compiler.errors import CompilationError
+
+    source = src("add.py")
+    start = source.index("def add_kernel")
+    kernel_src = source[start : source.index("\n\n\ndef add(")]  # as JITFunction.src
+    node = ast.parse(kernel_src).body[0].body[2]  # "mask = offs < n"
+    assert node.lineno == 4  # relative to the def line
+    err = CompilationError(kernel_src, node, "boom")
+    assert failures.translate_compile_line(err, ast.parse(source)) == line_of(
+        source, "mask = offs < n"
+    )
+
+
+# --- wrong results -------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # shares the session's batch of ~12 worker runs
+def test_zeros_output_is_incorrect(batch):
+    r = batch["zeros"]
+    assert r.status == "incorrect"
+    assert "mismatch" in r.message
+    assert r.max_abs_error > 0
+
+
+@pytest.mark.slow  # shares the session's batch of ~12 worker runs
+def test_input_mutation_is_incorrect(batch):
+    r = batch["mutates"]
+    assert r.status == "incorrect"
+    assert "mutated input #0" in r.message
+
+
+@pytest.mark.slow  # shares the session's batch of ~12 worker runs
+def test_wrong_shape_and_dtype_are_incorrect(batch):
+    assert batch["wrong_shape"].status == "incorrect"
+    assert "shape (2, 100)" in batch["wrong_shape"].message
+    assert batch["wrong_dtype"].status == "incorrect"
+    assert "dtype float64" in batch["wrong_dtype"].message
+
+
+@pytest.mark.slow  # shares the session's batch of ~12 worker runs
+def test_nan_output_is_incorrect(batch):
+    r = batch["nan"]
+    assert r.status == "incorrect"
+    assert "NaN/Inf" in r.message and "(0,)" in r.message
