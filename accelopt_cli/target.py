@@ -2,9 +2,10 @@
 
 Connects to the target (``local``, ``ssh://...``, ``ray://...`` or ``ray:auto``; default: the
 configured ``accelopt.target``), reports the device names and the python / torch / triton (or
-neuronxcc) versions found there, then evaluates one tiny built-in kernel with its harness (a
-Triton element-wise add; an NKI add where the target has the Neuron SDK and no Triton) through
-the shipped worker and prints the result's summary. Exit status 0 when the kernel came back
+neuronxcc) versions found there, then evaluates one tiny probe kernel with its harness through
+the shipped worker and prints the result's summary. The probes are kernel files shipped as package
+data, ``accelopt_core/onsite/probes/triton_add.py`` (element-wise add) and ``nki_add.py`` (used
+where the target has the Neuron SDK and no Triton). Exit status 0 when the kernel came back
 correct, 1 otherwise (with the reason); ``--json`` prints one JSON object instead.
 """
 
@@ -15,77 +16,29 @@ import asyncio
 import json
 import sys
 import time
+from importlib import resources
 from typing import Any
 
-from accelopt_core.onsite.protocol import EvalRequest, EvalResult
+from rich.console import Console
+
+from accelopt_cli.render import print_target_report
+from accelopt_core.onsite.protocol import EvalRequest
 from accelopt_core.settings import Settings
 
-#: The built-in Triton check kernel: element-wise add of 1000 floats, with its harness.
-TRITON_CHECK_KERNEL = """\
-import torch
-import triton
-import triton.language as tl
+#: The probe kernels (package data under ``accelopt_core/onsite/probes/``): backend ->
+#: (file name, BENCH entry). Each is a kernel file with its harness, sent as a user's file is.
+PROBES: dict[str, tuple[str, str]] = {
+    "triton": ("triton_add.py", "add"),
+    "nki": ("nki_add.py", "tensor_add"),
+}
 
 
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
-             mask=mask)
-
-
-def add(x, y):
-    out = torch.empty_like(x)
-    n = x.numel()
-    add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
-    return out
-
-
-def get_inputs(seed: int, device: str) -> tuple:
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    return (torch.randn(1000, generator=g).to(device), torch.randn(1000, generator=g).to(device))
-
-
-def reference(x, y):
-    return x + y
-
-
-BENCH = {"entry": add, "flops": lambda x, y: x.numel(),
-         "bytes": lambda x, y: 3 * x.numel() * x.element_size()}
-"""
-
-#: The built-in NKI check kernel (Trainium): add of two (128, 512) float32 tiles.
-NKI_CHECK_KERNEL = """\
-import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
-import numpy as np
-
-
-@nki.jit
-def add_kernel(a_input, b_input):
-    c_tile = nl.add(nl.load(a_input), nl.load(b_input))
-    c_output = nl.ndarray(a_input.shape, dtype=a_input.dtype, buffer=nl.shared_hbm)
-    nl.store(c_output, value=c_tile)
-    return c_output
-
-
-def add(a, b):
-    return add_kernel(a, b)
-
-
-def get_inputs(seed: int, device: str) -> tuple:
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((128, 512)).astype(np.float32),
-            rng.standard_normal((128, 512)).astype(np.float32))
-
-
-def reference(a, b):
-    return a + b
-
-
-BENCH = {"entry": add, "flops": lambda a, b: a.size, "bytes": lambda a, b: 3 * a.nbytes}
-"""
+def probe_source(backend: str) -> str:
+    """The source of the probe kernel file for ``backend`` ("triton" or "nki"), read from the
+    installed package. Raises KeyError for another backend."""
+    name, _ = PROBES[backend]
+    probes = resources.files("accelopt_core.onsite").joinpath("probes")
+    return probes.joinpath(name).read_text("utf-8")
 
 
 def add_target_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -115,51 +68,41 @@ def add_target_parser(subparsers: Any) -> argparse.ArgumentParser:
     return target
 
 
-def run_target_command(args: argparse.Namespace, settings: Settings) -> int:
+def run_target_command(
+    args: argparse.Namespace,
+    settings: Settings,
+    *,
+    out: Console | None = None,
+    err: Console | None = None,
+) -> int:
     """Run ``accelopt target check``; returns the exit status (0 ok, 1 failure).
 
     Never raises for an unusable target: the reason is printed (stderr, or the JSON object's
-    ``error`` with ``--json``)."""
-    try:
-        report = asyncio.run(check_target(settings, timeout_s=getattr(args, "timeout_s", None)))
-    except KeyboardInterrupt:
-        raise
+    ``error`` with ``--json``). ``out`` / ``err`` default to consoles on stdout / stderr."""
+    report = asyncio.run(check_target(settings, timeout_s=getattr(args, "timeout_s", None)))
     if getattr(args, "json", False):
         print(json.dumps(report, indent=2, default=str))
     else:
-        _print_human(report)
+        print_target_report(out or Console(), err or Console(stderr=True), report)
     return 0 if report["ok"] else 1
 
 
 async def check_target(settings: Settings, *, timeout_s: float | None = None) -> dict[str, Any]:
-    """Connect to ``settings.target``, probe it and evaluate the built-in add kernel.
+    """Connect to ``settings.target``, probe it and evaluate the probe kernel (Triton, or NKI
+    where the target has the Neuron SDK and no Triton).
 
     Returns a JSON-ready dict: ``target``, ``ok`` (bool), ``info`` (device names, versions),
     ``fingerprint``, ``capacity``, ``kernel`` ("triton" or "nki"), ``result``
     (:meth:`EvalResult.to_dict`), ``summary`` (one line), ``connect_s`` and ``eval_s``
-    (seconds), ``error`` (a message when the target could not be used). Never raises for
-    an unusable target."""
+    (seconds), ``error`` (a message when the target could not be used), ``warnings`` (when
+    closing the target failed). Never raises for an unusable target."""
     from accelopt_core.targets import make_target
 
     report: dict[str, Any] = {"target": settings.target, "ok": False}
     target = None
     try:
         target = make_target(settings)
-        t0 = time.perf_counter()
-        info = await _probe(target)
-        report["connect_s"] = round(time.perf_counter() - t0, 3)
-        report["info"] = info
-        report["fingerprint"] = target.fingerprint
-        report["capacity"] = target.capacity
-        nki = bool(info.get("neuronxcc")) and not info.get("triton")
-        report["kernel"] = "nki" if nki else "triton"
-        result = await target.evaluate(_check_request(settings, nki, timeout_s))
-        report["result"] = result.to_dict()
-        report["summary"] = result.summary()
-        report["eval_s"] = result.eval_s
-        report["ok"] = result.ok
-        if not result.ok:
-            report["error"] = f"the check kernel failed: {result.summary()}"
+        await _check(target, settings, timeout_s, report)
     except Exception as exc:  # TargetError and anything unexpected: a message, not a traceback
         report["error"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -171,15 +114,37 @@ async def check_target(settings: Settings, *, timeout_s: float | None = None) ->
     return report
 
 
-def _check_request(settings: Settings, nki: bool, timeout_s: float | None) -> EvalRequest:
-    from accelopt_core.hardware import peak_table
+async def _check(
+    target: Any, settings: Settings, timeout_s: float | None, report: dict[str, Any]
+) -> None:
+    """Probe ``target`` and evaluate the probe kernel on it, filling ``report`` as it goes (so
+    that what was learnt before a failure is kept). Raises what the target raises."""
+    t0 = time.perf_counter()
+    info = await _probe(target)
+    report["connect_s"] = round(time.perf_counter() - t0, 3)
+    report["info"] = info
+    report["fingerprint"] = target.fingerprint
+    report["capacity"] = target.capacity
+    backend = "nki" if info.get("neuronxcc") and not info.get("triton") else "triton"
+    report["kernel"] = backend
+    result = await target.evaluate(_check_request(settings, backend, timeout_s))
+    report["result"] = result.to_dict()
+    report["summary"] = result.summary()
+    report["eval_s"] = result.eval_s
+    report["ok"] = result.ok
+    if not result.ok:
+        report["error"] = f"the check kernel failed: {result.summary()}"
 
-    source = NKI_CHECK_KERNEL if nki else TRITON_CHECK_KERNEL
+
+def _check_request(settings: Settings, backend: str, timeout_s: float | None) -> EvalRequest:
+    from accelopt_core.onsite.roofline import peak_table
+
+    source = probe_source(backend)
     ev = settings.evaluation
     return EvalRequest(
         candidate_source=source,
         harness_source=source,
-        entry="add",
+        entry=PROBES[backend][1],
         seeds=[1, 2],
         warmup_ms=min(ev.warmup_ms, 10.0),
         rep_ms=min(ev.rep_ms, 20.0),
@@ -217,42 +182,10 @@ async def _probe(target: Any) -> dict[str, Any]:
     }
 
 
-def _print_human(report: dict[str, Any]) -> None:
-    from rich.console import Console
-
-    out, err = Console(), Console(stderr=True)
-    info = report.get("info") or {}
-    out.print(f"[bold]target[/] {report['target']}")
-    if info:
-        out.print(f"devices: {', '.join(map(str, info.get('device_names') or [])) or '?'}")
-        stack = [f"python {info.get('python') or '?'}"]
-        for name in ("torch", "triton", "neuronxcc"):
-            if info.get(name):
-                stack.append(f"{name} {info[name]}")
-        if not info.get("torch") and not info.get("neuronxcc"):
-            stack.append("[red]torch missing[/]")
-        out.print(
-            " · ".join(stack) + (f" ({info['executable']})" if info.get("executable") else "")
-        )
-        out.print(
-            f"capacity {report.get('capacity')} · connected in {report.get('connect_s', 0):.2f} s"
-        )
-    if "result" in report:
-        result = EvalResult.from_dict(report["result"])
-        eval_s = f" in {result.eval_s:.2f} s" if result.eval_s is not None else ""
-        out.print(f"check kernel ({report.get('kernel')} add){eval_s}: {result.summary()}")
-        if result.device:
-            out.print(f"ran on: {result.device}")
-    if report["ok"]:
-        out.print("[green]ok[/]: the target works end to end")
-    else:
-        err.print(f"[red]error:[/] {report.get('error', 'the check failed')}")
-
-
 __all__ = [
-    "NKI_CHECK_KERNEL",
-    "TRITON_CHECK_KERNEL",
+    "PROBES",
     "add_target_parser",
     "check_target",
+    "probe_source",
     "run_target_command",
 ]

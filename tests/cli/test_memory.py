@@ -20,7 +20,7 @@ import pytest
 from accelopt_cli.memory import add_memory_parser, run_memory_command
 from accelopt_core.memory import OptimizationMemory
 from accelopt_core.settings import Settings
-from tests.test_memory import make_exp, matmul_exp, softmax_exp
+from tests.memory.experiences import make_exp, matmul_exp, softmax_exp
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,97 @@
+"""``accelopt optimize PATH``: beam-search faster versions of a kernel, from a terminal.
+
+Runs one search through :class:`accelopt_core.engine.Engine` with a live progress line on a
+terminal (none with ``--json`` or when stderr is not a terminal), then prints the ranked verified
+candidates and the best one's diff, or one JSON report with ``--json``; ``--write`` writes the best
+candidate into PATH. Exit status 0 when the baseline was usable, 1 otherwise (file, kernel or
+target unusable, or an incorrect baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from accelopt_cli import render
+from accelopt_cli.kernel_args import choose_kernel, load_kernel
+from accelopt_core.kernelfile import KernelFile
+from accelopt_core.settings import Settings
+
+
+def run_optimize_command(
+    args: argparse.Namespace, settings: Settings, out: Console, err: Console
+) -> int:
+    """Run ``accelopt optimize`` as parsed into ``args``; returns the exit status (0 or 1).
+
+    Never raises for a bad file or an unusable target: the reason is printed on ``err``."""
+    return asyncio.run(optimize(args, settings, out, err))
+
+
+async def optimize(args: argparse.Namespace, settings: Settings, out: Console, err: Console) -> int:
+    """The body of :func:`run_optimize_command`, on a running event loop."""
+    kf = load_kernel(args.path, err)
+    if kf is None:
+        return 1
+    kernel = choose_kernel(kf, args.kernel, err)
+    if kernel is None:
+        return 1
+    report = await _search(args, settings, kf, kernel, err)
+    if report is None:
+        return 1
+    if args.json:
+        data = report.to_dict()
+        data["tokens"] = report.tokens
+        data.pop("original_source", None)
+        print(json.dumps(data, indent=2))
+    else:
+        render.print_search_report(out, err, report, kf, kernel, args.path)
+    if args.write and report.best:
+        Path(args.path).write_text(report.best.source, encoding="utf-8")
+        err.print(f"wrote the best candidate ({report.best.speedup:.2f}x) to {args.path}")
+    if report.baseline.result.status != "ok":
+        err.print(f"[red]error:[/] the baseline is not usable: {report.baseline.result.summary()}")
+        return 1
+    return 0
+
+
+async def _search(
+    args: argparse.Namespace, settings: Settings, kf: KernelFile, kernel: str, err: Console
+) -> Any:
+    """Run the search; its :class:`~accelopt_core.search.SearchReport`, or None (reason printed)
+    when it could not start or the target failed."""
+    from accelopt_core.engine import Engine
+
+    engine = Engine(settings, log=render.engine_log(err))
+    try:
+        try:
+            search = engine.new_search(kf, kernel)
+        except (ValueError, KeyError) as exc:
+            err.print(f"[red]error:[/] {exc}")
+            return None
+        progress = render.SearchProgress(kernel, settings.search.iterations)
+        search.subscribe(progress.on_event)
+        if args.json or not err.is_terminal:
+            return await search.run()
+        return await _run_live(search, progress, err)
+    except Exception as exc:  # target unusable (TargetError), ...: a message, never a traceback
+        err.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
+        return None
+    finally:
+        await engine.close()
+
+
+async def _run_live(search: Any, progress: render.SearchProgress, err: Console) -> Any:
+    """Run the search under the live progress line; the last summaries reach the memory (after
+    the ranking is final) before the report is returned."""
+    with render.live_progress(progress, err):
+        task = asyncio.ensure_future(search.run(wait_for_memory=False))
+        while not task.done():
+            await asyncio.sleep(0.25)
+        report = task.result()
+    report.memory_added = await search.drain()
+    return report

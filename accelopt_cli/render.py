@@ -1,0 +1,275 @@
+"""Terminal rendering of the ``accelopt`` commands (rich): the live search progress line, the
+candidates and experiences tables, the search and profile summaries, the target check report,
+kernel-file diagnostics and diffs.
+
+Everything here prints to the :class:`rich.console.Console` it is given (``out`` for results,
+``err`` for progress, warnings and errors) and decides nothing: exit codes and ``--json`` output
+belong to the command modules.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+
+from accelopt_core.kernelfile import KernelFile
+from accelopt_core.memory import Experience
+from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.textdiff import unified_diff
+
+_SEVERITY_COLORS = {"error": "red", "warning": "yellow"}
+
+
+def engine_log(err: Console) -> Callable[[str, str], None]:
+    """The engine's ``log(level, message)`` callback: one dim ``level: message`` line on ``err``."""
+    return lambda level, msg: err.print(f"[dim]{level}: {msg}[/]")
+
+
+def print_diagnostics(err: Console, kf: KernelFile, path: str) -> None:
+    """Print every diagnostic of a kernel file, located (``path:line:col: severity: ...``)."""
+    for diag in kf.diagnostics:
+        color = _SEVERITY_COLORS.get(diag.severity, "blue")
+        err.print(f"[{color}]{diag.format(path)}[/]", highlight=False)
+
+
+# --- optimize ---------------------------------------------------------------------------------
+
+
+class SearchProgress:
+    """Live terminal view of a running search: iteration, candidates evaluated (and correct),
+    the best speedup so far and the baseline. Feed it the search's events with :meth:`on_event`;
+    rich renders it through :meth:`__rich__`."""
+
+    def __init__(self, kernel: str, iterations: int) -> None:
+        self.kernel = kernel
+        self.iterations = iterations
+        self.iteration = 0
+        self.evaluated = 0
+        self.ok = 0
+        self.best: float | None = None
+        self.best_title = ""
+        self.baseline = ""
+
+    def on_event(self, event: Any) -> None:
+        """Update the counters from one search event (other event types are ignored)."""
+        from accelopt_core import search as s
+
+        if isinstance(event, s.SearchStarted):
+            self.baseline = event.baseline.result.summary()
+        elif isinstance(event, s.IterationStarted):
+            self.iteration = event.iteration
+        elif isinstance(event, s.CandidateEvaluated):
+            self.evaluated += 1
+            self.ok += event.candidate.result.ok
+        elif isinstance(event, s.NewBest):
+            self.best = event.speedup
+            self.best_title = event.candidate.plan_title
+
+    def __rich__(self) -> Table:
+        table = Table.grid(padding=(0, 2))
+        best = f"{self.best:.2f}x ({self.best_title})" if self.best else "-"
+        table.add_row(
+            f"[bold]{self.kernel}[/]",
+            f"iteration {self.iteration}/{self.iterations}",
+            f"evaluated {self.evaluated} ({self.ok} correct)",
+            f"best {best}",
+        )
+        if self.baseline:
+            table.add_row("", f"baseline {self.baseline}", "", "")
+        return table
+
+
+def live_progress(progress: SearchProgress, err: Console) -> Live:
+    """A rich :class:`~rich.live.Live` context that redraws ``progress`` on ``err`` 4x a second
+    and leaves its last state on screen."""
+    return Live(progress, console=err, refresh_per_second=4, transient=False)
+
+
+def candidates_table(report: Any) -> Table:
+    """The ranked verified candidates of a search report: rank, speedup, latency (ms), % of
+    peak, plan, tokens and the iteration that found each."""
+    table = Table(title=f"{report.kernel_name}: verified improvements ({report.timing} timing)")
+    for col in ("rank", "speedup", "latency (ms)", "% of peak", "plan", "tokens", "iter"):
+        table.add_column(col, justify="right" if col not in ("plan",) else "left")
+    for c in report.candidates:
+        pct = f"{c.result.pct_of_peak:.0f}%" if c.result.pct_of_peak is not None else "-"
+        table.add_row(
+            str(c.rank),
+            f"{c.speedup:.2f}x" if c.speedup else "-",
+            f"{c.latency_ms:.4g}" if c.latency_ms else "-",
+            pct,
+            c.plan_title,
+            str(c.tokens),
+            str(c.iteration),
+        )
+    return table
+
+
+def _search_totals(report: Any) -> str:
+    fails = ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items())) or "none"
+    total = report.tokens.get("total", {})
+    return (
+        f"stopped: {report.stopped_reason} · iterations {report.iterations_run} · evaluated "
+        f"{report.evaluated} · duplicates {report.duplicates} · failures: {fails} · tokens "
+        f"{total.get('total_tokens', 0)} · cost ${report.cost_usd:.4f} · memory +{report.memory_added}"
+        f" · {report.wall_s:.1f} s"
+    )
+
+
+def print_search_report(
+    out: Console, err: Console, report: Any, kf: KernelFile, kernel: str, path: str
+) -> None:
+    """The human form of ``accelopt optimize``'s result: where it ran, the baseline, the
+    candidates table, the totals line, warnings, and the best candidate's diff against ``kf``
+    (the file at ``path``)."""
+    out.print(f"[bold]{kf.path}[/] :: {kernel} on {report.target} ({report.proposer} proposer)")
+    out.print(f"baseline: {report.baseline.result.summary()}")
+    if report.candidates:
+        out.print(candidates_table(report))
+    else:
+        out.print("no verified improvement found")
+    out.print(_search_totals(report))
+    if report.timing == "interpreter":
+        out.print(
+            "[yellow]timed under the Triton interpreter on CPU: these latencies say nothing "
+            "about GPU speed[/]"
+        )
+    for warning in report.warnings:
+        err.print(f"[yellow]warning:[/] {warning}")
+    if report.best:
+        out.print(f"\n[bold]best ({report.best.speedup:.2f}x): {report.best.plan_title}[/]")
+        diff = unified_diff(kf.source, report.best.source, Path(path).name)
+        out.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+
+
+# --- profile ----------------------------------------------------------------------------------
+
+
+def print_profile(out: Console, err: Console, result: EvalResult, path: str) -> None:
+    """The human form of ``accelopt profile``: the result's summary, then the latency median
+    with p20/p80 (ms), GB/s and TFLOP/s (not under the interpreter), device and timing."""
+    out.print(f"[bold]{path}[/]: {result.summary()}")
+    if result.ok and result.p20_ms is not None:
+        line = f"latency median {result.latency_ms:.4g} ms (p20 {result.p20_ms:.4g}, p80 {result.p80_ms:.4g})"
+        if result.timing != "interpreter" and result.gbps is not None:
+            line += f" · {result.gbps:.1f} GB/s · {result.tflops or 0:.3f} TFLOP/s"
+        out.print(f"{line} · device {result.device} · timing {result.timing}")
+    for warning in result.warnings:
+        err.print(f"[yellow]warning:[/] {warning}")
+
+
+# --- memory -----------------------------------------------------------------------------------
+
+
+def when(ts: float) -> str:
+    """A Unix time (s) as local ``YYYY-MM-DD HH:MM``."""
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def experiences_table(rows: list[tuple[Experience, float | None]], title: str) -> Table:
+    """Experiences, one per row; the similarity column appears when any row has one."""
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("id", no_wrap=True, min_width=16, style="cyan")
+    table.add_column("±", no_wrap=True)
+    if any(sim is not None for _, sim in rows):
+        table.add_column("similarity", justify="right", no_wrap=True)
+    table.add_column("speedup", justify="right", no_wrap=True)
+    table.add_column("seen", justify="right", no_wrap=True)
+    table.add_column("backend", no_wrap=True)
+    table.add_column("kernel")
+    table.add_column("device / timing")
+    table.add_column("title")
+    table.add_column("observed", no_wrap=True)
+    for exp, sim in rows:
+        cells = [exp.id, "[green]+[/]" if exp.positive else "[red]-[/]"]
+        if sim is not None:
+            cells.append(f"{sim:.3f}")
+        cells += [
+            f"{exp.speedup:.2f}x",
+            str(exp.seen),
+            exp.backend,
+            escape(exp.kernel_name),
+            escape(f"{exp.device} / {exp.timing}"),
+            escape(exp.title),
+            when(exp.updated_at),
+        ]
+        table.add_row(*cells)
+    return table
+
+
+def print_experience(out: Console, exp: Experience) -> None:
+    """One experience in full: a header panel, its rule, its plan and the slow -> fast diff."""
+    sign = "positive" if exp.positive else "negative"
+    head = (
+        f"[bold]{escape(exp.title)}[/]  ({sign}, {exp.speedup:.2f}x, seen {exp.seen}x)\n"
+        f"id {exp.id} · {exp.backend} · kernel {escape(exp.kernel_name)} · "
+        f"{escape(exp.device)} ({escape(exp.timing)} timing)\n"
+        f"first {when(exp.created_at)} · last {when(exp.updated_at)} · "
+        f"source {exp.source_fingerprint[:12]}"
+    )
+    out.print(Panel(head, title="experience", title_align="left"))
+    out.print("[bold]rule[/]")
+    out.print(escape(exp.rule) or "(none)")
+    if exp.plan.strip():
+        out.print("[bold]plan[/]")
+        out.print(escape(exp.plan))
+    diff = "".join(
+        difflib.unified_diff(
+            exp.slow_source.splitlines(keepends=True),
+            exp.fast_source.splitlines(keepends=True),
+            fromfile="slow",
+            tofile="fast",
+        )
+    )
+    out.print("[bold]slow -> fast[/]")
+    if diff:
+        out.print(Syntax(diff, "diff", word_wrap=True))
+    else:
+        out.print("(identical sources)")
+
+
+# --- target check -----------------------------------------------------------------------------
+
+
+def _stack_line(info: dict[str, Any]) -> str:
+    stack = [f"python {info.get('python') or '?'}"]
+    for name in ("torch", "triton", "neuronxcc"):
+        if info.get(name):
+            stack.append(f"{name} {info[name]}")
+    if not info.get("torch") and not info.get("neuronxcc"):
+        stack.append("[red]torch missing[/]")
+    return " · ".join(stack) + (f" ({info['executable']})" if info.get("executable") else "")
+
+
+def print_target_report(out: Console, err: Console, report: dict[str, Any]) -> None:
+    """The human form of ``accelopt target check``'s report (see
+    :func:`accelopt_cli.target.check_target` for its keys): devices, software stack, capacity,
+    the probe kernel's result, then ``ok`` or the error on ``err``."""
+    info = report.get("info") or {}
+    out.print(f"[bold]target[/] {report['target']}")
+    if info:
+        out.print(f"devices: {', '.join(map(str, info.get('device_names') or [])) or '?'}")
+        out.print(_stack_line(info))
+        out.print(
+            f"capacity {report.get('capacity')} · connected in {report.get('connect_s', 0):.2f} s"
+        )
+    if "result" in report:
+        result = EvalResult.from_dict(report["result"])
+        eval_s = f" in {result.eval_s:.2f} s" if result.eval_s is not None else ""
+        out.print(f"check kernel ({report.get('kernel')} add){eval_s}: {result.summary()}")
+        if result.device:
+            out.print(f"ran on: {result.device}")
+    if report["ok"]:
+        out.print("[green]ok[/]: the target works end to end")
+    else:
+        err.print(f"[red]error:[/] {report.get('error', 'the check failed')}")

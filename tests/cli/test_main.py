@@ -1,0 +1,80 @@
+"""Tests of accelopt_cli.main: the settings layers (defaults, ``--settings FILE``, flags), the
+parser and the dispatch table."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from accelopt_cli.main import COMMANDS, build_parser, load_settings, main, read_settings_file
+
+
+def test_settings_file_nested_and_dotted_keys(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(
+        json.dumps(
+            {
+                "accelopt": {"target": "ssh://gpu-box", "search": {"beamWidth": 3}},
+                "accelopt.search.iterations": 5,
+                "editor.fontSize": 12,
+            }
+        )
+    )
+    assert read_settings_file(str(path)) == {
+        "target": "ssh://gpu-box",
+        "search": {"beamWidth": 3, "iterations": 5},
+    }
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{broken"])
+def test_unreadable_settings_file_exits_with_a_message(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(text)
+    with pytest.raises(SystemExit) as info:
+        read_settings_file(str(path))
+    assert str(path) in str(info.value)
+    with pytest.raises(SystemExit):
+        read_settings_file(str(tmp_path / "missing.json"))
+
+
+def test_flags_override_the_settings_file_and_bad_values_warn(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(
+        json.dumps(
+            {
+                "accelopt.search.iterations": 5,
+                "accelopt.search.beamWidth": 3,
+                "accelopt.llm.model": "file-model",
+                "accelopt.llm.planner.model": "planner-model",
+            }
+        )
+    )
+    args = build_parser().parse_args(
+        ["optimize", "k.py", "--settings", str(path), "-T", "2", "-N", "0", "--target", "local"]
+    )
+    err = io.StringIO()
+    settings = load_settings(args, Console(file=err))
+    assert settings.search.iterations == 2 and settings.search.beam_width == 3
+    assert settings.search.plans_per_candidate == 2  # -N 0 is out of range: the default
+    assert "warning:" in err.getvalue() and "plansPerCandidate" in err.getvalue()
+    assert settings.llm.model == "file-model" and settings.llm.planner.model == "planner-model"
+
+    offline = build_parser().parse_args(["optimize", "k.py", "--settings", str(path), "--offline"])
+    settings = load_settings(offline, Console(file=io.StringIO()))
+    assert settings.llm.model is None and settings.llm.planner.model is None
+
+
+def test_every_command_of_the_parser_has_a_handler() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) == set(COMMANDS)
+
+
+def test_usage_error_exits_2(capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["optimize"])
+    assert info.value.code == 2 and "path" in capsys.readouterr().err
