@@ -27,9 +27,7 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 def _modules(package: str) -> list[Path]:
     """The package's modules: ``.py`` files in folders with an ``__init__.py`` (a folder such
     as ``onsite/probes/`` holds kernel files shipped as data, not modules)."""
-    return sorted(
-        p for p in (ROOT / package).rglob("*.py") if (p.parent / "__init__.py").is_file()
-    )
+    return sorted(p for p in (ROOT / package).rglob("*.py") if (p.parent / "__init__.py").is_file())
 
 
 def _tree(path: Path) -> ast.Module:
