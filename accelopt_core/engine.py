@@ -95,7 +95,7 @@ class Engine:
         if self.settings.llm.configured:
             from accelopt_core.proposers.agents import AgentProposer
 
-            return AgentProposer(self.settings)
+            return AgentProposer(self.settings.llm, max_tokens=self.settings.search.max_tokens)
         from accelopt_core.proposers.offline import OfflineProposer
 
         return OfflineProposer()

@@ -42,7 +42,7 @@ from accelopt_core.proposers.prompting import (
     proposal_hint,
     render,
 )
-from accelopt_core.settings import Settings
+from accelopt_core.settings import LLMSettings
 
 log = logging.getLogger("accelopt.agents")
 
@@ -56,17 +56,23 @@ class AgentProposer:
     """The LLM proposer (name ``"llm"``) implementing :class:`accelopt_core.proposers.Proposer`.
 
     Args:
-        settings: the full settings; ``settings.llm`` configures the endpoint and
-            ``settings.search.max_tokens`` the token budget of a client made here.
+        llm: the ``llm`` settings section (endpoint, model, roles, temperature).
+        max_tokens: the search's token budget for a client made here (None: no limit).
         client: an :class:`LLMClient` to share (its usage then includes other users' calls);
             None makes one.
     """
 
     name = "llm"
 
-    def __init__(self, settings: Settings, client: LLMClient | None = None) -> None:
-        self.settings = settings
-        self.client = client or LLMClient(settings.llm, max_tokens=settings.search.max_tokens)
+    def __init__(
+        self,
+        llm: LLMSettings,
+        *,
+        max_tokens: int | None = None,
+        client: LLMClient | None = None,
+    ) -> None:
+        self.llm = llm
+        self.client = client or LLMClient(llm, max_tokens=max_tokens)
 
     # -- Proposer ----------------------------------------------------------------------------
     async def plan(self, ctx: ProposalContext, n: int) -> list[Plan]:
@@ -74,7 +80,7 @@ class AgentProposer:
         that fails (LLMError, empty reply) contributes nothing."""
         if n <= 0:
             return []
-        temperature = self.settings.llm.temperature
+        temperature = self.llm.temperature
         if n > 1 and temperature <= 0:
             temperature = MIN_PLAN_TEMPERATURE
         values = common_values(ctx) | {

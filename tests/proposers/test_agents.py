@@ -57,7 +57,7 @@ def make_ctx(source: str = SOURCE) -> ProposalContext:
 
 def make_proposer(double: LLMDouble, **llm) -> AgentProposer:
     settings = Settings.model_validate({"llm": double.llm_settings(**llm)})
-    return AgentProposer(settings)
+    return AgentProposer(settings.llm, max_tokens=settings.search.max_tokens)
 
 
 def proposal_number(req: RecordedRequest) -> int:
@@ -245,7 +245,7 @@ async def test_budget_spent_stops_planning(llm_double: LLMDouble) -> None:
     settings = Settings.model_validate(
         {"llm": llm_double.llm_settings(), "search": {"maxTokens": 100}}
     )
-    proposer = AgentProposer(settings)
+    proposer = AgentProposer(settings.llm, max_tokens=settings.search.max_tokens)
     assert len(await proposer.plan(make_ctx(), 1)) == 1
     assert proposer.client.over_budget
     assert await proposer.plan(make_ctx(), 2) == []
