@@ -93,7 +93,9 @@ async def check_target(settings: Settings, *, timeout_s: float | None = None) ->
 
     Returns a JSON-ready dict: ``target``, ``ok`` (bool), ``info`` (device names, versions),
     ``fingerprint``, ``capacity``, ``kernel`` ("triton" or "nki"), ``result``
-    (:meth:`EvalResult.to_dict`), ``summary`` (one line), ``connect_s`` and ``eval_s``
+    (:meth:`EvalResult.to_dict`), ``summary`` (one line), ``sdk`` (the NKI SDK found:
+    ``{"api", "version"}``) and, where the target has both Triton and an NKI SDK, ``nki``
+    (``result``, ``summary``, ``ok`` of the NKI probe, simulated without a NeuronDevice), ``connect_s`` and ``eval_s``
     (seconds), ``error`` (a message when the target could not be used), ``warnings`` (when
     closing the target failed). Never raises for an unusable target."""
     from accelopt_core.targets import make_target
@@ -125,7 +127,8 @@ async def _check(
     report["info"] = info
     report["fingerprint"] = target.fingerprint
     report["capacity"] = target.capacity
-    backend = "nki" if info.get("neuronxcc") and not info.get("triton") else "triton"
+    has_nki = info.get("nki") or info.get("neuronxcc")
+    backend = "nki" if has_nki and not info.get("triton") else "triton"
     report["kernel"] = backend
     result = await target.evaluate(_check_request(settings, backend, timeout_s))
     report["result"] = result.to_dict()
@@ -134,6 +137,25 @@ async def _check(
     report["ok"] = result.ok
     if not result.ok:
         report["error"] = f"the check kernel failed: {result.summary()}"
+    sdk = nki_sdk(info, result.versions)
+    if sdk:
+        report["sdk"] = sdk
+    if sdk and backend == "triton":
+        nki = await target.evaluate(_check_request(settings, "nki", timeout_s))
+        report["nki"] = {"result": nki.to_dict(), "summary": nki.summary(), "ok": nki.ok}
+
+
+def nki_sdk(info: dict[str, Any], versions: dict[str, Any]) -> dict[str, Any] | None:
+    """The NKI SDK the target has, from the worker's versions (else the target's probe):
+    ``{"api": "nki" | "neuronxcc.nki", "version": str}``, or None without one."""
+    api = versions.get("nki_api")
+    if api:
+        key = "nki" if api == "nki" else "neuronxcc"
+        return {"api": api, "version": versions.get(key)}
+    for key, api in (("nki", "nki"), ("neuronxcc", "neuronxcc.nki")):
+        if info.get(key):
+            return {"api": api, "version": info[key]}
+    return None
 
 
 def _check_request(settings: Settings, backend: str, timeout_s: float | None) -> EvalRequest:
@@ -177,6 +199,7 @@ async def _probe(target: Any) -> dict[str, Any]:
         "torch": versions.get("torch"),
         "triton": versions.get("triton"),
         "neuronxcc": versions.get("neuronxcc"),
+        "nki": versions.get("nki"),
         "device_names": devices or ["cpu"],
         "executable": sys.executable,
     }
@@ -186,6 +209,7 @@ __all__ = [
     "PROBES",
     "add_target_parser",
     "check_target",
+    "nki_sdk",
     "probe_source",
     "run_target_command",
 ]

@@ -22,7 +22,7 @@ EVAL_STATUSES: tuple[str, ...] = (
     "timeout",
     "rejected",
 )
-TimingMode = Literal["cuda", "interpreter", "neuron", "none"]
+TimingMode = Literal["cuda", "interpreter", "simulated", "neuron", "none"]
 
 #: Version of the harness/worker protocol; recorded with every result and part of cache keys.
 HARNESS_VERSION = "1"
@@ -128,7 +128,8 @@ class EvalResult:
             or ``rejected`` (static gate, implausible timing over 100% of peak, ...).
         latency_ms / p20_ms / p80_ms: median and 20th/80th percentile latency in ms.
         timing: ``cuda`` (do_bench on a GPU, L2 flushed), ``interpreter`` (TRITON_INTERPRET=1
-            on CPU: says nothing about GPU speed), ``neuron`` or ``none``.
+            on CPU: says nothing about GPU speed), ``simulated`` (the NKI CPU simulator: says
+            nothing about Trainium speed), ``neuron`` (a NeuronCore) or ``none``.
         max_abs_error / max_rel_error: worst error against the reference over all seeds.
         gbps / tflops: achieved GB/s (1e9 bytes/s) and TFLOP/s from the harness's bytes/flops.
         pct_of_peak: roofline time / measured latency x 100 (only for GPU/Neuron timing).
@@ -140,6 +141,9 @@ class EvalResult:
         warnings: non-fatal notes (e.g. the candidate printed to stdout).
         cached: True when this result came from the evaluation cache.
         eval_s: wall time of the evaluation in s (target overhead included).
+        metrics: profile metrics of a Neuron timing (``neuron-profile`` summary: HBM/SBUF/PSUM
+            read/write bytes, spill bytes, hardware FLOPs, engine active-time %, arithmetic
+            intensity in FLOP/B; see :mod:`accelopt_core.onsite.nki_profile`), else empty.
     """
 
     status: EvalStatus
@@ -161,6 +165,7 @@ class EvalResult:
     warnings: list[str] = field(default_factory=list)
     cached: bool = False
     eval_s: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -197,6 +202,6 @@ class EvalResult:
             roof = "HBM" if self.bound == "memory" else "compute"
             parts.append(f"{self.pct_of_peak:.0f}% of {roof} peak")
         parts.append("correct")
-        if self.timing == "interpreter":
-            parts.append("interpreter")
+        if self.timing in ("interpreter", "simulated"):
+            parts.append(self.timing)
         return " · ".join(parts)

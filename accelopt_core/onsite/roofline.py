@@ -16,8 +16,10 @@ The numbers are per device (per NeuronCore for Trainium), dense, from the vendor
 - AWS Neuron documentation, Trainium / NeuronCore-v2 architecture: 95 TFLOP/s BF16,
   23.75 TFLOP/s FP32 (matmul), 410 GiB/s (= 440.2 GB/s) HBM per NeuronCore; NKIBench also counts
   the vector-engine peak 2 * 128 lanes * 1.12 GHz = 0.28672 TFLOP/s.
-- AWS Neuron documentation, Trainium2 / NeuronCore-v3: 79 TFLOP/s BF16, ~0.36 TB/s HBM per core
-  (no FP32 figure: the compute roof is left out for FP32 kernels).
+- AWS Trainium2 datasheet (Trn2 product page and Neuron docs, Trainium2 architecture): 667 TFLOP/s
+  dense BF16 and 2.9 TB/s HBM per chip of 8 NeuronCore-v3, so 83.4 TFLOP/s and 362.5 GB/s per
+  core (the earlier 79 TFLOP/s had no source). No FP32 figure is used: the compute roof is left
+  out for FP32 kernels. On Trainium2 the logical-core setting (LNC) is recorded with every result.
 
 Units: TFLOP/s = 1e12 FLOP/s, GB/s = 1e9 B/s. The roofline model: Williams, Waterman,
 Patterson, CACM 52(4), 2009.
@@ -70,7 +72,11 @@ PEAKS: dict[str, Peak] = {
         source="AWS Neuron docs, Trainium architecture; NKIBench vector peak",
     ),
     r"trn2|Trainium2|NeuronCore-v3": Peak(
-        "Trainium2 NeuronCore-v3", 79.0, None, 360.0, source="AWS Neuron docs, Trainium2"
+        "Trainium2 NeuronCore-v3",
+        667.0 / 8,
+        None,
+        2900.0 / 8,
+        source="AWS Trainium2 datasheet: 667 TFLOP/s BF16, 2.9 TB/s per chip of 8 cores",
     ),
 }
 

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 
+from . import nki_sdk
 from .protocol import result_dict
 
 _WATCHDOG_PERIOD_S = 0.05
@@ -92,8 +93,9 @@ def limit_memory(limit_mb: int, use_cuda: bool, ctx: dict) -> None:
 
 
 def versions(torch=None, triton=None) -> dict:
-    """``{"python", "torch", "triton", "numpy", "neuronxcc", "lnc"}``: those present (the
-    modules given, installed distributions, the Trainium2 logical-core setting)."""
+    """``{"python", "torch", "triton", "numpy", "neuronxcc", "nki", "nki_api", "lnc"}``: those
+    present (the modules given, installed distributions, the NKI SDK found by
+    :func:`.nki_sdk.versions_entry`, the logical-core setting ``NEURON_LOGICAL_NC_CONFIG``)."""
     import platform
 
     out = {"python": platform.python_version()}
@@ -111,20 +113,37 @@ def versions(torch=None, triton=None) -> dict:
                 pass
     except ImportError:
         pass
+    out.update(nki_sdk.versions_entry())
     lnc = os.environ.get("NEURON_LOGICAL_NC_CONFIG")
     if lnc:
         out["lnc"] = lnc
     return out
 
 
+def _nki_probe() -> dict:
+    """The probe of a target with an NKI SDK and no torch: NeuronCores or the simulator."""
+    mode = nki_sdk.run_mode(None)
+    return result_dict(
+        "ok",
+        "probe",
+        device=nki_sdk.device_name(mode),
+        devices=[nki_sdk.device_name(mode)],
+        timing="neuron" if mode == "device" else "simulated",
+        versions=versions(),
+    )
+
+
 def probe(request: dict) -> dict:
     """Device names and versions, no candidate: an ``ok`` result with ``device``,
-    ``devices`` (CUDA device names, else ``["cpu"]``), ``timing`` and ``versions``;
-    ``runtime_error`` when torch is missing."""
+    ``devices`` (CUDA device names, else ``["cpu"]``), ``timing`` and ``versions`` (with the NKI
+    SDK, when there is one); without torch, the NKI stack's probe where an NKI SDK is found,
+    else ``runtime_error``."""
     pin_device(request.get("device"))
     try:
         import torch
     except ImportError as exc:
+        if nki_sdk.detect_api()["api"] is not None:
+            return _nki_probe()
         return result_dict(
             "runtime_error", f"torch is not installed for {sys.executable}: {exc}", device=None
         )

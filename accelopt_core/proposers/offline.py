@@ -6,7 +6,9 @@ their values:
 
 * constexpr block sizes passed as keywords in the launch, ``kernel[grid](..., BLOCK_SIZE=32)``,
   or through a local of the launcher, ``BLOCK_SIZE = 32`` ... ``BLOCK_SIZE=BLOCK_SIZE``;
-* ``num_warps=`` and ``num_stages=`` keywords of the launch (literals or launcher locals).
+* ``num_warps=`` and ``num_stages=`` keywords of the launch (literals or launcher locals);
+* NKI kernels: tile-size constants, ``TILE_N = 128`` at module level or in the launcher (a name
+  with TILE or BLOCK bound once to an integer literal), within the hardware limits (below).
 
 Plans are single changes such as ``BLOCK_SIZE 32 -> 128`` or ``num_warps 1 -> 4``; samples
 apply a plan (the first exactly, the others with one more change). Rewrites replace only the
@@ -14,7 +16,9 @@ integer literal's text, so everything else in the module stays byte-identical.
 
 Bounds (Triton block shapes must be powers of two; ``tl.dot`` needs every dimension >= 16,
 and matmul tiles above 128 rarely fit shared memory): block sizes 16..8192, but 16..128 for
-kernels that call ``tl.dot``; ``num_warps`` 1, 2, 4, 8, 16; ``num_stages`` 1..5.
+kernels that call ``tl.dot``; ``num_warps`` 1, 2, 4, 8, 16; ``num_stages`` 1..5. NKI tiles:
+powers of two, partition tiles 32..128, free tiles 32..2048 (32..512 in kernels with a matmul,
+whose output tile lives in PSUM).
 """
 
 from __future__ import annotations
@@ -40,12 +44,17 @@ __all__ = [
     "OfflineProposer",
 ]
 
-ParamKind = Literal["block", "num_warps", "num_stages"]
+ParamKind = Literal["block", "num_warps", "num_stages", "nki_partition", "nki_free"]
 Origin = Literal["launch", "assignment"]
 
 BLOCK_MIN, BLOCK_MAX, DOT_BLOCK_MAX = 16, 8192, 128
 WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4, 5)
+#: NKI tiles (powers of two): partition-dimension tiles (TILE_P / TILE_K / TILE_M, and names with
+#: PART) up to the 128 SBUF/PSUM partitions; free-dimension tiles up to 2048 elements, or up to
+#: the 512 fp32 of one PSUM tile (``nl.tile_size.gemm_moving_fmax``) in kernels with a matmul.
+NKI_TILE_MIN, NKI_PMAX, NKI_FREE_MAX, NKI_PSUM_FMAX = 32, 128, 2048, 512
+_NKI_PARTITION_SUFFIXES = ("_P", "_K", "_M")
 #: Largest step (in doublings) preferred before bigger jumps are tried.
 PREFERRED_MAX_STEP = 3
 
@@ -169,6 +178,8 @@ def _find_tunables(source: str, kernel_name: str) -> list[TunableParam]:
     kf = parse_kernel_file(source)
     if not kf.ok or kernel_name not in kf.kernel_names:
         return []
+    if kf.kernel(kernel_name).backend == "nki":
+        return _nki_tunables(source, kf, kernel_name)
     if kf.kernel(kernel_name).backend != "triton":
         return []
     kernels = {k.name: k for k in kf.kernels if k.backend == "triton"}
@@ -215,6 +226,35 @@ def _launcher_tunables(
                 uses_dot=uses_dot,
                 primary=kname == kernel_name,
             )
+
+
+def _nki_kind(name: str) -> ParamKind | None:
+    upper = name.upper()
+    if "TILE" not in upper and "BLOCK" not in upper:
+        return None
+    partition = upper.endswith(_NKI_PARTITION_SUFFIXES) or "PART" in upper
+    return "nki_partition" if partition else "nki_free"
+
+
+def _nki_tunables(source: str, kf: Any, kernel_name: str) -> list[TunableParam]:
+    """Tile constants of an NKI kernel: module-level, then in its launchers (bound once)."""
+    kernel = kf.kernel(kernel_name)
+    uses_matmul = any(name.split(".")[-1].endswith("matmul") for name, _ in kernel.api_calls)
+    tree = ast.parse(source)
+    scopes: list[tuple[str, ast.AST]] = [("<module>", ast.Module(body=[
+        n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ], type_ignores=[]))]  # fmt: skip
+    launchers = {la.name for la in kf.launchers if kernel_name in la.kernels}
+    scopes += [(n.name, n) for n in tree.body if getattr(n, "name", None) in launchers]
+    lines = split_lines(source)
+    found = []
+    for scope, node in scopes:
+        for name, (_, literal) in _single_int_locals(node).items():
+            kind = _nki_kind(name)
+            if kind is not None and literal.value > 0:
+                found.append(TunableParam(name, kind, int(literal.value), _range(lines, literal),
+                                          scope, kernel_name, "assignment", uses_matmul))  # fmt: skip
+    return sorted(found, key=lambda p: p.range)
 
 
 def _single_int_locals(fn: ast.AST) -> dict[str, tuple[int, ast.Constant]]:
@@ -266,8 +306,13 @@ def allowed_values(param: TunableParam) -> list[int]:
     """Values ``param`` may take (its current value excluded), ascending.
 
     Blocks: powers of two in 16..8192 (16..128 for ``tl.dot`` kernels); num_warps: 1..16,
-    powers of two; num_stages: 1..5."""
-    if param.kind == "num_warps":
+    powers of two; num_stages: 1..5; NKI partition tiles 32..128, free tiles 32..2048
+    (32..512 with a matmul: ``uses_dot`` is set for NKI kernels calling ``nc_matmul``)."""
+    if param.kind in ("nki_partition", "nki_free"):
+        top = NKI_PMAX if param.kind == "nki_partition" else NKI_FREE_MAX
+        top = min(top, NKI_PSUM_FMAX) if param.uses_dot else top
+        values = [2**e for e in range(int(math.log2(NKI_TILE_MIN)), int(math.log2(top)) + 1)]
+    elif param.kind == "num_warps":
         values = list(WARPS)
     elif param.kind == "num_stages":
         values = list(STAGES)
@@ -308,6 +353,11 @@ def _plan_text(change: Change) -> str:
     p = change.param
     verb = "Raise" if change.new > p.value else "Lower"
     where = "the launch keyword" if p.origin == "launch" else f"the local {p.name} = ..."
+    if p.launcher == "<module>":
+        return (
+            f"{verb} the tile size {p.name} from {p.value} to {change.new} (module constant "
+            f"used by {p.kernel}, line {p.range.start_line})."
+        )
     return (
         f"{verb} {p.name} from {p.value} to {change.new} in {p.launcher} (the launch of "
         f"{p.kernel}; {where}, line {p.range.start_line})."

@@ -109,7 +109,7 @@ def format_profile(result: EvalResult, baseline: EvalResult | None = None) -> st
     lines: list[str] = []
     if not result.ok:
         lines.append(f"status: {result.status} ({result.message or 'no message'})")
-    lines += _timing_lines(result) + _roofline_lines(result)
+    lines += _timing_lines(result) + _roofline_lines(result) + _metric_lines(result)
     if (
         baseline is not None
         and baseline.latency_ms
@@ -138,6 +138,11 @@ def _timing_lines(result: EvalResult) -> list[str]:
             "note: measured with the Triton interpreter on a CPU; the latency says nothing "
             "about GPU speed, so reason from the code and the byte/flop counts"
         )
+    elif result.timing == "simulated":
+        lines.append(
+            "note: measured in the NKI CPU simulator; the latency counts instructions, not "
+            "Trainium speed, so reason from the code, the tiles and the byte/flop counts"
+        )
     return lines
 
 
@@ -156,6 +161,36 @@ def _roofline_lines(result: EvalResult) -> list[str]:
         achieved.append(f"{result.tflops:.4g} TFLOP/s")
     if achieved:
         lines.append("achieved: " + ", ".join(achieved))
+    return lines
+
+
+def _metric_lines(result: EvalResult) -> list[str]:
+    """The Neuron profile metrics (``result.metrics``, from ``neuron-profile``): memory traffic
+    by level, spills, hardware FLOPs, arithmetic intensity and engine active-time %."""
+    m = getattr(result, "metrics", None) or {}
+    lines: list[str] = []
+    traffic = [
+        f"{level.upper()} read {m[f'{level}_read_bytes'] / 1e6:.3g} MB / write "
+        f"{m.get(f'{level}_write_bytes', 0) / 1e6:.3g} MB"
+        for level in ("hbm", "sbuf", "psum")
+        if isinstance(m.get(f"{level}_read_bytes"), (int, float))
+    ]
+    if traffic:
+        lines.append("memory traffic: " + "; ".join(traffic))
+    spill = m.get("spill_save_bytes", 0) + m.get("spill_reload_bytes", 0)
+    if spill:
+        lines.append(f"spills: {spill / 1e6:.3g} MB saved + reloaded (SBUF overflow to HBM)")
+    if m.get("hardware_flops"):
+        intensity = m.get("arithmetic_intensity")
+        extra = f", arithmetic intensity {intensity:.3g} FLOP/B" if intensity else ""
+        lines.append(f"hardware FLOPs: {m['hardware_flops']:.4g}{extra}")
+    engines = [
+        f"{e} {m[f'{e}_engine_active_time_percent']:.0f}%"
+        for e in ("tensor", "vector", "scalar", "gpsimd")
+        if isinstance(m.get(f"{e}_engine_active_time_percent"), (int, float))
+    ]
+    if engines:
+        lines.append("engine active time: " + ", ".join(engines))
     return lines
 
 

@@ -75,12 +75,17 @@ def test_roofline_fields():
     assert roof["gbps"] == pytest.approx(250.0) and roof["tflops"] == pytest.approx(0.5)
 
 
+def test_trainium2_peaks_are_the_datasheet_per_core_figures():
+    trn2 = roofline.match_peak("trn2.48xlarge NeuronCore")
+    assert trn2.bf16_tflops == pytest.approx(667 / 8) and trn2.hbm_gbps == pytest.approx(362.5)
+
+
 def test_unknown_device_or_missing_work_has_no_percent():
     assert roofline.pct_of_peak(1.0, 1e9, 1e9, "cpu") == (None, None)
     assert roofline.pct_of_peak(1.0, None, None, "NVIDIA H200") == (None, None)
     assert roofline.pct_of_peak(0.0, 1e9, 1e9, "NVIDIA H200") == (None, None)
-    # Trainium2 has no FP32 figure: only the memory roof applies
-    pct, bound = roofline.pct_of_peak(1.0, 1e12, 3.6e8, "trn2.48xlarge")
+    # Trainium2 has no FP32 figure: only the memory roof applies (2.9 TB/s / 8 = 362.5 GB/s)
+    pct, bound = roofline.pct_of_peak(1.0, 1e12, 3.625e8, "trn2.48xlarge")
     assert bound == "memory" and pct == pytest.approx(100.0)
 
 

@@ -221,7 +221,10 @@ def test_no_plans_without_literal_launch_parameters() -> None:
     assert run(OfflineProposer().plan(ctx_for(autotuned, "k"), 4)) == []
     assert find_tunables("def (:", "k") == []
     nki = (EXAMPLES.parent / "nki" / "tensor_add.py").read_text()
-    assert find_tunables(nki, "tensor_add_kernel") == []
+    # NKI kernels: the tile constant (issue 11; before, NKI files had no tunables)
+    assert [(p.name, p.kind, p.value) for p in find_tunables(nki, "tensor_add_kernel")] == [
+        ("TILE_F", "nki_free", 128)
+    ]
     assert find_tunables(example("softmax"), "no_such_kernel") == []
 
 

@@ -1,32 +1,33 @@
-"""Probe kernel of ``accelopt target check`` on Trainium: add of two (128, 512) float32 tiles.
+"""Probe kernel of ``accelopt target check`` for NKI: add of two (128, 512) float32 tiles.
 
-The "hello world" of the NKI getting-started guide: load both inputs from HBM into SBUF, add,
-store the result back to HBM. ``accelopt target check`` sends it where the target has the Neuron
-SDK (neuronxcc) and no Triton; it runs only there (a NeuronDevice), never on a GPU or CPU machine.
+One tile each way, current NKI API (the standalone ``nki`` package): ``nisa.dma_copy`` both
+inputs from HBM into SBUF, ``nisa.tensor_tensor`` add on the Vector Engine, ``nisa.dma_copy`` the
+sum into the output in ``nl.shared_hbm``. ``accelopt target check`` sends it where the target has
+an NKI SDK: on a NeuronCore on Trainium, in ``nki.simulate`` elsewhere. (``examples/nki/
+tensor_add.py`` is the tiled, deliberately naive version of the same kernel.)
 
 Package data, not a module of the onsite package (``probes/`` has no ``__init__.py``, so the
 targets do not ship it as one): the CLI reads this file as text (``importlib.resources``) and
 sends it as the candidate and the harness, exactly as a user's kernel file travels.
 """
 
-import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
+import nki
+import nki.isa as nisa
+import nki.language as nl
 import numpy as np
 
 
 @nki.jit
 def tensor_add_kernel(a_input, b_input):
-    # The partition dimension must fit one SBUF tile (128 partitions).
-    assert a_input.shape == b_input.shape
-    assert a_input.shape[0] <= nl.tile_size.pmax
-
-    a_tile = nl.load(a_input)
-    b_tile = nl.load(b_input)
-    c_tile = nl.add(a_tile, b_tile)
-
-    c_output = nl.ndarray(a_input.shape, dtype=a_input.dtype, buffer=nl.shared_hbm)
-    nl.store(c_output, value=c_tile)
-    return c_output
+    a = nl.ndarray(a_input.shape, dtype=a_input.dtype, buffer=nl.sbuf)
+    b = nl.ndarray(b_input.shape, dtype=b_input.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=a_input)
+    nisa.dma_copy(dst=b, src=b_input)
+    c = nl.ndarray(a_input.shape, dtype=a_input.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=c, data1=a, data2=b, op=nl.add)
+    out = nl.ndarray(a_input.shape, dtype=a_input.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=c)
+    return out
 
 
 def tensor_add(a, b):
