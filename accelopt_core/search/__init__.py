@@ -1,12 +1,14 @@
 """Beam search over candidate kernels (AccelOpt, arXiv 2511.15915).
 
-Modules: :mod:`.beam` (the loop and beam selection), :mod:`.candidate` (candidates and the noise
-rule), :mod:`.proposing` (plans, samples and fixes of one iteration), :mod:`.trials` (evaluating
+Modules: :mod:`.beam` (the search: baseline, iterations, re-timing, report), :mod:`.iterations`
+(the pipelined loop), :mod:`.selection` (the beam's selection rule and its certain members),
+:mod:`.candidate` (candidates and the noise rule), :mod:`.proposing` (plans, samples and fixes
+of one parent), :mod:`.trials` (evaluating
 each distinct candidate once), :mod:`.retime` (re-timing finalists), :mod:`.learning` (experiences
 for the optimization memory), :mod:`.budget` (tokens, wall time), :mod:`.report` (the report) and
 :mod:`.events` (typed events)."""
 
-from accelopt_core.search.beam import BeamSearch, select_beam
+from accelopt_core.search.beam import BeamSearch
 from accelopt_core.search.candidate import (
     FIXABLE,
     Candidate,
@@ -23,6 +25,7 @@ from accelopt_core.search.events import (
     SearchStarted,
 )
 from accelopt_core.search.report import SearchReport
+from accelopt_core.search.selection import select_beam
 
 __all__ = [
     "FIXABLE",

@@ -2,13 +2,16 @@
 
 One iteration, for a beam of at most B candidates:
 
-1. the planner proposes N plans for every candidate in the beam (all plans of the beam at once);
+1. the planner proposes N plans for every candidate in the beam (each parent on its own, no parent
+   waits for another's plans);
 2. the executor implements each plan K times (all samples at once); each sample is evaluated as soon as
-   it exists, as target slots free up; a sample that fails to compile or is incorrect gets
-   ``search.fixer_attempts`` repair tries (:mod:`.proposing`);
+   its plan's samples exist, as target slots free up; a sample that fails to compile or is incorrect
+   gets ``search.fixer_attempts`` repair tries (:mod:`.proposing`);
 3. the new beam is the best B of the old beam and the children that beat their parent's latency by
    more than the noise margin (elitist: a parent keeps its measured latency and stays unless beaten;
-   :func:`select_beam`).
+   :func:`~accelopt_core.search.selection.select_beam`). A candidate that is certain to be in the new
+   beam whatever the iteration's remaining samples turn out to be starts its next iteration at once,
+   overlapping those samples' evaluations (:mod:`.iterations`).
 
 Improvements on AccelOpt's scripts: identical candidates (same normalized source) are evaluated once
 (:mod:`.trials`); a speedup counts only past ``search.noise_margin`` (:mod:`.candidate`); every
@@ -36,61 +39,21 @@ from accelopt_core.proposers import Proposer
 from accelopt_core.search.budget import Budget, BudgetSpent
 from accelopt_core.search.candidate import Candidate, is_faster, rank_verified
 from accelopt_core.search.events import (
-    IterationStarted,
     NewBest,
     SearchEvent,
     SearchFinished,
     SearchStarted,
     Subscribers,
 )
+from accelopt_core.search.iterations import Iterations
 from accelopt_core.search.learning import Learner
 from accelopt_core.search.proposing import Contexts, Proposals
 from accelopt_core.search.report import SearchReport, Tally, token_table
 from accelopt_core.search.retime import Retimer
+from accelopt_core.search.selection import select_beam
 from accelopt_core.search.tasks import cancel_all
 from accelopt_core.search.trials import Trials
 from accelopt_core.settings import SearchSettings
-
-
-def select_beam(
-    beam: list[Candidate],
-    children: list[Candidate],
-    known: dict[str, Candidate],
-    width: int,
-    margin: float,
-) -> tuple[list[Candidate], list[Candidate], list[tuple[Candidate, Candidate]]]:
-    """The elitist selection rule of the beam (pure function).
-
-    A child is an improvement when it :func:`is_faster` than its parent; it is a regression when
-    its parent :func:`is_faster` than it. The new beam is
-    the ``width`` fastest of the old beam and the improvements (a parent keeps its measured latency,
-    so it stays unless beaten); ties keep the earlier candidate.
-
-    Args:
-        beam: the current beam; children: this iteration's evaluated candidates;
-        known: every candidate by id (to find parents); width: beam width B;
-        margin: noise margin (fraction, e.g. 0.03).
-
-    Returns:
-        ``(new_beam, improvements, regressions)`` where regressions are ``(parent, child)`` pairs.
-    """
-    improved: list[Candidate] = []
-    regressions: list[tuple[Candidate, Candidate]] = []
-    for child in children:
-        parent = known.get(child.parent_id or "")
-        if parent is None or parent.latency_ms is None or child.latency_ms is None:
-            continue
-        if is_faster(child, parent, margin):
-            improved.append(child)
-        elif is_faster(parent, child, margin):
-            regressions.append((parent, child))
-    pool: dict[str, Candidate] = {}
-    for cand in [*beam, *improved]:
-        pool.setdefault(cand.id, cand)
-    ranked = sorted(
-        (c for c in pool.values() if c.latency_ms is not None), key=lambda c: c.latency_ms or 0.0
-    )
-    return ranked[:width], improved, regressions
 
 
 def _kernel_and_entry(original: KernelFile, kernel_name: str) -> tuple[KernelInfo, str]:
@@ -168,9 +131,16 @@ class BeamSearch:
         )
         self._learner = Learner(memory, proposer, self.kernel, contexts, self._tally)
         self._retimer = Retimer(self._trials, self._tally, settings.noise_margin, self._confirmed)
+        self._iterations = Iterations(
+            self._proposals.family,
+            self._select,
+            settings,
+            self._trials.seen,
+            self._budget,
+            self._events,
+        )
         self._inner: asyncio.Task[SearchReport] | None = None
         self._best: Candidate | None = None
-        self._iterations_run = 0
         self._stopped_reason = "completed"
 
     # -- public API ---------------------------------------------------------------------------
@@ -237,23 +207,12 @@ class BeamSearch:
                     self._stopped_reason = f"baseline {baseline.result.status}"
                     return self._report()
                 self._events.emit(SearchStarted(baseline, self.settings.iterations))
-                await self._iterate(baseline)
+                await self._iterations.run(baseline)
                 await self._retimer.settle()
         except BudgetSpent as stop:
             self._stopped_reason = str(stop)
             await self._cancel_background()
         return self._report()
-
-    async def _iterate(self, baseline: Candidate) -> None:
-        """The T iterations: propose and evaluate children of the beam, select the next beam."""
-        iterations = self.settings.iterations
-        beam = [baseline]
-        for iteration in range(1, iterations + 1):
-            self._budget.check()
-            self._events.emit(IterationStarted(iteration, iterations))
-            children = await self._proposals.children(beam, iteration)
-            self._iterations_run = iteration
-            beam = self._select(beam, children)
 
     def _select(self, beam: list[Candidate], children: list[Candidate]) -> list[Candidate]:
         """Apply :func:`select_beam`; entering children are re-timed in the background and
@@ -299,7 +258,7 @@ class BeamSearch:
             timing=base.result.timing,
             proposer=getattr(self.proposer, "name", type(self.proposer).__name__),
             stopped_reason=self._stopped_reason,
-            iterations_run=self._iterations_run,
+            iterations_run=self._iterations.iterations_run,
             evaluated=self._tally.evaluated,
             duplicates=self._tally.duplicates,
             failures=dict(self._tally.failures),

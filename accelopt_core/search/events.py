@@ -4,7 +4,9 @@ A subscriber (the server's job manager, the CLI's progress line) tells the event
 they are emitted on the event loop, in this order: :class:`CandidateEvaluated` for the baseline,
 :class:`SearchStarted`, then per iteration :class:`IterationStarted` and a
 :class:`CandidateEvaluated` per evaluated rewrite, :class:`NewBest` whenever re-timing confirms a
-new best, and :class:`SearchFinished` last.
+new best, and :class:`SearchFinished` last. Iterations overlap (:mod:`.iterations`): the last
+rewrites of iteration i may be evaluated after :class:`IterationStarted` of iteration i+1 (each
+rewrite's ``candidate.iteration`` tells which one it belongs to).
 """
 
 from __future__ import annotations

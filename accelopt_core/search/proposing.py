@@ -1,6 +1,7 @@
-"""One iteration's rewrites: plans for the whole beam at once, every sample of every plan
-concurrently, each sample evaluated as soon as it exists, and ``search.fixer_attempts`` repair
-tries for a sample that failed to compile, crashed or was incorrect."""
+"""One iteration's rewrites of one parent: its plans, every sample of every plan concurrently,
+each sample evaluated as soon as its plan's samples exist, and ``search.fixer_attempts`` repair
+tries for a sample that failed to compile, crashed or was incorrect. Every parent of the beam
+runs its own family (no parent waits for another's plans); :mod:`.iterations` runs them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from accelopt_core.proposers import Plan, ProposalContext, Proposer, Sample
 from accelopt_core.search.budget import Budget
 from accelopt_core.search.candidate import FIXABLE, Candidate
 from accelopt_core.search.report import Tally
+from accelopt_core.search.selection import Round
 from accelopt_core.search.tasks import gather_all
 from accelopt_core.search.trials import Trials
 from accelopt_core.settings import SearchSettings
@@ -117,37 +119,46 @@ class Proposals:
             except Exception:
                 log.debug("proposer warm-up failed", exc_info=True)
 
-    async def children(self, beam: list[Candidate], iteration: int) -> list[Candidate]:
-        """The correct children of ``beam`` in ``iteration``: plans for the whole beam at once,
-        then every sample of every plan concurrently.
+    async def family(self, parent: Candidate, iteration: int, round_: Round) -> list[Candidate]:
+        """The correct children of ``parent`` in ``iteration``: its N plans, then every sample of
+        every plan concurrently, each evaluated as soon as its plan's samples exist. The caller
+        counted N x K samples in ``round_``; this lowers the count when fewer come back and
+        settles each sample there.
 
         Raises:
             BudgetSpent, asyncio.CancelledError: from the budget's checkpoints.
         """
-        contexts = await gather_all(*(self._contexts.for_parent(p, iteration) for p in beam))
-        n = self._settings.plans_per_candidate
-        plan_lists = await gather_all(*(self._proposer.plan(ctx, n) for ctx in contexts))
+        ctx = await self._contexts.for_parent(parent, iteration)
+        n, k = self._settings.plans_per_candidate, self._settings.samples_per_plan
+        plans = await self._proposer.plan(ctx, n)
         self._budget.check()
-        jobs = [
-            self._run_plan(parent, ctx, plan)
-            for parent, ctx, plans in zip(beam, contexts, plan_lists, strict=True)
-            for plan in plans
-        ]
-        batches = await gather_all(*jobs)
+        round_.expect((len(plans) - n) * k)
+        batches = await gather_all(*(self._run_plan(parent, ctx, p, round_) for p in plans))
         return [c for batch in batches for c in batch]
 
     async def _run_plan(
-        self, parent: Candidate, ctx: ProposalContext, plan: Plan
+        self, parent: Candidate, ctx: ProposalContext, plan: Plan, round_: Round
     ) -> list[Candidate]:
-        samples = await self._proposer.implement(ctx, plan, self._settings.samples_per_plan)
-        outcomes = await gather_all(*(self._run_sample(parent, ctx, plan, s) for s in samples))
+        k = self._settings.samples_per_plan
+        samples = await self._proposer.implement(ctx, plan, k)
+        round_.expect(len(samples) - k)
+        outcomes = await gather_all(
+            *(self._run_sample(parent, ctx, plan, s, round_) for s in samples)
+        )
         return [c for c in outcomes if c is not None]
 
     async def _run_sample(
-        self, parent: Candidate, ctx: ProposalContext, plan: Plan, sample: Sample
+        self, parent: Candidate, ctx: ProposalContext, plan: Plan, sample: Sample, round_: Round
     ) -> Candidate | None:
         """Evaluate one sample (its tokens: the plan's share plus its own), repair it if it
-        failed in a fixable way; the correct candidate, or None."""
+        failed in a fixable way; the correct candidate, or None. Settles it in ``round_``."""
+        outcome = await self._outcome(parent, ctx, plan, sample)
+        round_.settle(outcome)
+        return outcome
+
+    async def _outcome(
+        self, parent: Candidate, ctx: ProposalContext, plan: Plan, sample: Sample
+    ) -> Candidate | None:
         tokens = plan.usage.total_tokens + sample.usage.total_tokens
         if sample.source is None:
             self._tally.count_failure("no_code")

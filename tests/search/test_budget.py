@@ -83,7 +83,13 @@ async def test_search_stops_when_the_planner_spent_the_tokens(
     settings = Settings.model_validate(
         {"llm": llm_double.llm_settings(), "search": {"maxTokens": 100, "plansPerCandidate": 1}}
     )
-    search = BeamSearch(add_file, "add_kernel", settings.search, evaluator, AgentProposer(settings.llm, max_tokens=settings.search.max_tokens))
+    search = BeamSearch(
+        add_file,
+        "add_kernel",
+        settings.search,
+        evaluator,
+        AgentProposer(settings.llm, max_tokens=settings.search.max_tokens),
+    )
     report = await search.run()
     assert report.baseline.result.ok
     assert report.stopped_reason == "budget: tokens (100 >= 100)"
