@@ -1,13 +1,19 @@
-"""The ``accelopt`` command line: optimize, profile, memory, target.
+"""The ``accelopt`` command line: optimize, profile, memory, target, config.
 
 This module builds the parser, loads the settings and dispatches to the command's module
 (:mod:`~accelopt_cli.optimize`, :mod:`~accelopt_cli.profile`, :mod:`~accelopt_cli.memory`,
-:mod:`~accelopt_cli.target`); terminal rendering lives in :mod:`accelopt_cli.render`.
+:mod:`~accelopt_cli.target`, :mod:`~accelopt_cli.config`); terminal rendering lives in
+:mod:`accelopt_cli.render`.
 
-Settings come from the same typed model as the server's: defaults, then an optional
+Settings come from the same typed model and the same files as the server's
+(:mod:`accelopt_core.configfiles`), lowest precedence first: defaults, the user config
+(``~/.config/accelopt/config.toml`` or ``$ACCELOPT_CONFIG``), the project file (``[tool.accelopt]``
+in the nearest ``pyproject.toml``, or ``accelopt.toml``, found from the kernel file's directory for
+``optimize`` / ``profile`` / ``config PATH``, else from the working directory), an optional
 ``--settings FILE`` (a JSON file holding the ``accelopt`` section, nested or with dotted keys as in
-VS Code's settings.json), then the command-line flags. Invalid values are reported and replaced by
-their defaults, exactly as in the editor.
+VS Code's settings.json; a ``.toml`` file is read like ``accelopt.toml``), then the command-line
+flags. Invalid values are printed once on stderr, located (file, key, why), and the value of the
+next lower layer (or the default) is used, exactly as in the editor.
 
 Exit codes: 0 success, 1 the file or the target could not be used, 2 usage errors, 130 interrupted.
 """
@@ -21,13 +27,22 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
+from accelopt_cli.config import run_config_command
 from accelopt_cli.memory import add_memory_parser, run_memory_command
 from accelopt_cli.optimize import run_optimize_command
 from accelopt_cli.profile import run_profile_command
 from accelopt_cli.target import add_target_parser, run_target_command
 from accelopt_core import __version__
-from accelopt_core.settings import SECTION, Settings, settings_from_sources
+from accelopt_core.configfiles import (
+    ConfigLayer,
+    EffectiveSettings,
+    file_layers,
+    read_layer,
+    resolve,
+)
+from accelopt_core.settings import SECTION, Settings, clean_settings
 
 #: ``--flag`` (argparse dest) -> key of the ``search`` settings section.
 _SEARCH_FLAGS = (
@@ -68,7 +83,8 @@ def read_settings_file(path: str) -> dict[str, Any]:
 
 
 def _flag_layer(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings given as command-line flags, as a nested settings mapping."""
+    """The settings given as command-line flags, as a nested settings mapping (sections
+    without a flag left out)."""
     flags: dict[str, Any] = {"search": {}, "llm": {}}
     for flag, key in _SEARCH_FLAGS:
         if getattr(args, flag, None) is not None:
@@ -80,25 +96,64 @@ def _flag_layer(args: argparse.Namespace) -> dict[str, Any]:
     for flag, key in _LLM_FLAGS:
         if getattr(args, flag, None):
             flags["llm"][key] = getattr(args, flag)
-    return flags
+    return {key: value for key, value in flags.items() if value != {}}
 
 
-def load_settings(args: argparse.Namespace, err: Console) -> Settings:
-    """The settings of one run: defaults, then ``--settings FILE``, then the flags; invalid
-    values are printed as warnings on ``err`` and replaced by their defaults. ``--offline``
-    clears every LLM model (the offline proposer runs)."""
-    layers: list[dict[str, Any]] = []
+def settings_file_layer(path: str) -> ConfigLayer:
+    """``--settings FILE`` as a layer named ``settings file``: a ``.toml`` file is read like
+    ``accelopt.toml`` (problems become issues), anything else as JSON
+    (:func:`read_settings_file`, which exits with a message on an unreadable file)."""
+    if path.endswith(".toml"):
+        return read_layer(Path(path), "settings file")
+    data, issues = clean_settings(read_settings_file(path), source=path)
+    return ConfigLayer(name="settings file", data=data, path=Path(path), issues=issues)
+
+
+def settings_start(args: argparse.Namespace) -> Path:
+    """Where the project file is looked for: the kernel file (or directory) of ``optimize``,
+    ``profile`` and ``config PATH``; else the working directory."""
+    path = getattr(args, "path", None)
+    return Path(path) if path else Path.cwd()
+
+
+def effective_settings_for(args: argparse.Namespace) -> EffectiveSettings:
+    """The layers of one run, lowest first: user config, project file (from
+    :func:`settings_start`), ``--settings FILE``, flags; merged with provenance."""
+    layers = file_layers(settings_start(args))
     if getattr(args, "settings", None):
-        layers.append(read_settings_file(args.settings))
-    layers.append(_flag_layer(args))
-    settings, issues = settings_from_sources(*layers)
+        layers.append(settings_file_layer(args.settings))
+    flags = _flag_layer(args)
+    if flags:
+        data, issues = clean_settings(flags, source="command line")
+        layers.append(ConfigLayer(name="command line", data=data, issues=issues))
+    return resolve(*layers)
+
+
+def print_issues(effective: EffectiveSettings, err: Console) -> None:
+    """Each settings issue once, as a located warning on ``err``."""
+    for text in dict.fromkeys(str(issue) for issue in effective.issues):
+        err.print(f"[yellow]warning:[/] {escape(text)}", soft_wrap=True)  # one line per issue
+
+
+def run_settings(args: argparse.Namespace, effective: EffectiveSettings) -> Settings:
+    """The settings a command runs with: ``--offline`` clears every LLM model (the offline
+    proposer runs)."""
+    settings = effective.settings
     if getattr(args, "offline", False):
+        settings = settings.model_copy(deep=True)
         settings.llm.model = None
         for role in _LLM_ROLES:
             getattr(settings.llm, role).model = None
-    for issue in issues:
-        err.print(f"[yellow]warning:[/] {issue}")
     return settings
+
+
+def load_settings(args: argparse.Namespace, err: Console) -> Settings:
+    """The settings of one run (:func:`effective_settings_for`, then :func:`run_settings`);
+    invalid values are printed as warnings on ``err`` and replaced by the next lower layer's
+    value or the default."""
+    effective = effective_settings_for(args)
+    print_issues(effective, err)
+    return run_settings(args, effective)
 
 
 # --- parser -----------------------------------------------------------------------------------
@@ -106,7 +161,9 @@ def load_settings(args: argparse.Namespace, err: Console) -> Settings:
 
 def _add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--settings", metavar="FILE", help="JSON file with the accelopt settings section"
+        "--settings",
+        metavar="FILE",
+        help="settings file over the project file: JSON (the accelopt section) or TOML",
     )
     p.add_argument("--target", help="local | ssh://[user@]host[:port] | ray://host:port | ray:auto")
     p.add_argument("--memory-dir", help="optimization memory and evaluation cache directory")
@@ -142,8 +199,20 @@ def _add_profile_parser(sub: Any) -> None:
     _add_common_options(prof)
 
 
+def _add_config_parser(sub: Any) -> None:
+    conf = sub.add_parser(
+        "config",
+        help="print the effective settings and where each came from",
+        description="Print the effective settings (key, value, source) and the settings files "
+        "that were read, for a kernel file or directory (default: the working directory).",
+    )
+    conf.add_argument("path", nargs="?", metavar="KERNEL_OR_DIR")
+    _add_common_options(conf)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``accelopt`` (sub-commands optimize, profile, memory, target)."""
+    """The argument parser of ``accelopt`` (sub-commands optimize, profile, memory, target,
+    config)."""
     parser = argparse.ArgumentParser(
         prog="accelopt",
         description="Optimize Triton and NKI kernels with beam search and an optimization memory.",
@@ -154,17 +223,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_profile_parser(sub)
     add_memory_parser(sub)
     add_target_parser(sub)
+    _add_config_parser(sub)
     return parser
 
 
 # --- dispatch ---------------------------------------------------------------------------------
 
-#: command -> handler(args, settings, out=, err=) -> exit status.
-COMMANDS = {
+#: command -> handler(args, settings, out=, err=) -> exit status; ``config``'s handler gets the
+#: :class:`~accelopt_core.configfiles.EffectiveSettings` (it prints where each value came from).
+COMMANDS: dict[str, Any] = {
     "optimize": run_optimize_command,
     "profile": run_profile_command,
     "memory": run_memory_command,
     "target": run_target_command,
+    "config": run_config_command,
 }
 
 
@@ -179,7 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     if handler is None:
         parser.error(f"unknown command {args.command}")
     try:
-        return handler(args, load_settings(args, err), out=out, err=err)
+        effective = effective_settings_for(args)
+        print_issues(effective, err)
+        if args.command == "config":
+            return handler(args, effective, out=out, err=err)
+        return handler(args, run_settings(args, effective), out=out, err=err)
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130

@@ -3,7 +3,9 @@
 Sub-commands: ``list``, ``show ID``, ``search TEXT``, ``export FILE.jsonl``, ``import FILE.jsonl``,
 ``clear``. The memory lives in ``<memory dir>/memory`` (setting ``accelopt.memoryDir``,
 ``$ACCELOPT_MEMORY_DIR``, else the user cache directory); ``--memory-dir DIR`` overrides it.
-Tables are printed with rich; ``--json`` prints machine-readable JSON on stdout instead.
+Tables are printed with rich on a terminal; when stdout is a pipe or a file, ``list`` and ``search``
+print tab-separated lines under a header instead (no width to fit); ``--json`` prints
+machine-readable JSON on stdout.
 
 Exit codes: 0 success, 1 failure (memory unusable, unknown id, bad import file, clear refused),
 2 bad command line (argparse).
@@ -60,7 +62,9 @@ def add_memory_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     _dir_option(mem, top=True)
     mem.add_argument(
-        "--settings", metavar="FILE", help="JSON file with the accelopt settings section"
+        "--settings",
+        metavar="FILE",
+        help="settings file over the project file: JSON (the accelopt section) or TOML",
     )
     msub = mem.add_subparsers(dest="memory_command", required=True, metavar="COMMAND")
 
@@ -170,7 +174,7 @@ def _list(args: argparse.Namespace, s: _Session) -> int:
         s.out.print(f"no experiences in the optimization memory at {escape(s.where)}")
     else:
         title = f"{len(exps)} of {len(s.memory)} experiences"
-        s.out.print(render.experiences_table([(e, None) for e in exps], title))
+        render.print_experiences(s.out, [(e, None) for e in exps], title)
     return 0
 
 
@@ -197,7 +201,7 @@ def _search(args: argparse.Namespace, s: _Session) -> int:
     elif not hits:
         s.out.print("no similar experience")
     else:
-        s.out.print(render.experiences_table(list(hits), f"best {len(hits)} matches"))
+        render.print_experiences(s.out, list(hits), f"best {len(hits)} matches")
     return 0
 
 

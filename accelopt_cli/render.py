@@ -176,35 +176,78 @@ def when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 
-def experiences_table(rows: list[tuple[Experience, float | None]], title: str) -> Table:
-    """Experiences, one per row; the similarity column appears when any row has one."""
+#: Narrower terminals get the compact experiences table (id, sign, speedup, kernel, title).
+WIDE_TABLE_COLUMNS = 120
+
+
+def experiences_table(
+    rows: list[tuple[Experience, float | None]], title: str, *, wide: bool = True
+) -> Table:
+    """Experiences, one per row, for a terminal; the similarity column appears when any row has
+    one. ``wide`` False leaves out seen, backend, device / timing and observed, so that the
+    kernel and title stay readable on a narrow terminal."""
+    similarity = any(sim is not None for _, sim in rows)
     table = Table(title=title, title_justify="left", show_lines=False)
     table.add_column("id", no_wrap=True, min_width=16, style="cyan")
     table.add_column("±", no_wrap=True)
-    if any(sim is not None for _, sim in rows):
-        table.add_column("similarity", justify="right", no_wrap=True)
+    if similarity:
+        table.add_column("similarity" if wide else "sim", justify="right", no_wrap=True)
     table.add_column("speedup", justify="right", no_wrap=True)
-    table.add_column("seen", justify="right", no_wrap=True)
-    table.add_column("backend", no_wrap=True)
-    table.add_column("kernel")
-    table.add_column("device / timing")
-    table.add_column("title")
-    table.add_column("observed", no_wrap=True)
+    if wide:
+        table.add_column("seen", justify="right", no_wrap=True)
+        table.add_column("backend", no_wrap=True)
+    table.add_column("kernel", overflow="fold")
+    if wide:
+        table.add_column("device / timing", overflow="fold")
+    table.add_column("title", overflow="fold")
+    if wide:
+        table.add_column("observed", no_wrap=True)
     for exp, sim in rows:
         cells = [exp.id, "[green]+[/]" if exp.positive else "[red]-[/]"]
-        if sim is not None:
-            cells.append(f"{sim:.3f}")
-        cells += [
-            f"{exp.speedup:.2f}x",
-            str(exp.seen),
-            exp.backend,
-            escape(exp.kernel_name),
-            escape(f"{exp.device} / {exp.timing}"),
-            escape(exp.title),
-            when(exp.updated_at),
-        ]
+        cells += [f"{sim:.3f}"] if similarity else []
+        cells.append(f"{exp.speedup:.2f}x")
+        cells += [str(exp.seen), exp.backend] if wide else []
+        cells.append(escape(exp.kernel_name))
+        cells += [escape(f"{exp.device} / {exp.timing}")] if wide else []
+        cells.append(escape(exp.title))
+        cells += [when(exp.updated_at)] if wide else []
         table.add_row(*cells)
     return table
+
+
+def _plain_cell(text: str) -> str:
+    return " ".join(text.split())  # no tab or newline inside a cell
+
+
+def experiences_plain(rows: list[tuple[Experience, float | None]]) -> str:
+    """Experiences as tab-separated lines under a header line (for a pipe, a file or CI, where
+    a table has no terminal width to fit): id, sign, [similarity], speedup, seen, backend,
+    kernel, device, timing, title, observed. Every cell is one line without tabs."""
+    similarity = any(sim is not None for _, sim in rows)
+    header = ["id", "sign", *(["similarity"] if similarity else [])]
+    header += ["speedup", "seen", "backend", "kernel", "device", "timing", "title", "observed"]
+    lines = ["\t".join(header)]
+    for exp, sim in rows:
+        cells = [exp.id, "+" if exp.positive else "-"]
+        if similarity:
+            cells.append(f"{sim:.3f}" if sim is not None else "")
+        cells += [f"{exp.speedup:.2f}x", str(exp.seen), exp.backend, exp.kernel_name]
+        cells += [exp.device, exp.timing, exp.title, when(exp.updated_at)]
+        lines.append("\t".join(_plain_cell(c) for c in cells))
+    return "\n".join(lines)
+
+
+def print_experiences(
+    out: Console, rows: list[tuple[Experience, float | None]], title: str
+) -> None:
+    """A table (:func:`experiences_table`, compact below :data:`WIDE_TABLE_COLUMNS` columns) on
+    a terminal; elsewhere ``# title`` and :func:`experiences_plain`, written as is (no
+    wrapping, no markup)."""
+    if out.is_terminal:
+        out.print(experiences_table(rows, title, wide=out.width >= WIDE_TABLE_COLUMNS))
+        return
+    out.file.write(f"# {title}\n{experiences_plain(rows)}\n")
+    out.file.flush()
 
 
 def print_experience(out: Console, exp: Experience) -> None:
@@ -243,12 +286,23 @@ def print_experience(out: Console, exp: Experience) -> None:
 
 def _stack_line(info: dict[str, Any]) -> str:
     stack = [f"python {info.get('python') or '?'}"]
-    for name in ("torch", "triton", "neuronxcc"):
+    for name in ("torch", "triton", "neuronxcc", "nki"):
         if info.get(name):
             stack.append(f"{name} {info[name]}")
-    if not info.get("torch") and not info.get("neuronxcc"):
+    if not info.get("torch") and not info.get("neuronxcc") and not info.get("nki"):
         stack.append("[red]torch missing[/]")
     return " · ".join(stack) + (f" ({info['executable']})" if info.get("executable") else "")
+
+
+def _print_nki(out: Console, report: dict[str, Any]) -> None:
+    """The NKI SDK line and, when it ran beside the Triton probe, the NKI probe's result."""
+    sdk = report.get("sdk")
+    if sdk:
+        out.print(f"NKI SDK: {sdk['api']} {sdk.get('version') or '?'}")
+    nki = report.get("nki")
+    if nki:
+        result = EvalResult.from_dict(nki["result"])
+        out.print(f"check kernel (nki add): {result.summary()} on {result.device or '?'}")
 
 
 def print_target_report(out: Console, err: Console, report: dict[str, Any]) -> None:
@@ -269,6 +323,7 @@ def print_target_report(out: Console, err: Console, report: dict[str, Any]) -> N
         out.print(f"check kernel ({report.get('kernel')} add){eval_s}: {result.summary()}")
         if result.device:
             out.print(f"ran on: {result.device}")
+    _print_nki(out, report)
     if report["ok"]:
         out.print("[green]ok[/]: the target works end to end")
     else:

@@ -14,6 +14,7 @@ Precedence, highest first: command-line flags / editor settings > project file >
 defaults (:func:`resolve`). A file that cannot be read or parsed, or a value that is invalid,
 is reported as a :class:`~accelopt_core.settings.SettingsIssue` that names the file (and line
 for a TOML syntax error) and the key; the default (or the next lower layer) applies.
+:func:`files_fingerprint` tells a long-lived reader (the language server) when to read again.
 """
 
 from __future__ import annotations
@@ -163,17 +164,49 @@ def _file_issue(path: str, why: str) -> SettingsIssue:
     return SettingsIssue(key=SECTION, message=why, default="the other layers", source=path)
 
 
+def user_layers() -> list[ConfigLayer]:
+    """The user config as a one-layer list, or no layer when the file does not exist."""
+    user = user_config_path()
+    return [read_layer(user, "user config")] if user.is_file() else []
+
+
 def file_layers(start: str | Path | None = None) -> list[ConfigLayer]:
     """The user config and the project file for ``start`` (default: the working directory),
     lowest precedence first; missing files are left out."""
-    layers = []
+    layers = user_layers()
     user = user_config_path()
-    if user.is_file():
-        layers.append(read_layer(user, "user config"))
     project = find_project_file(start if start is not None else Path.cwd())
-    if project is not None and project.resolve() != user.resolve():
+    if project is not None and project.resolve() != user.expanduser().resolve():
         layers.append(read_layer(project, "project file"))
     return layers
+
+
+def files_fingerprint(start: str | Path | None) -> tuple[Any, ...]:
+    """What :func:`file_layers` for ``start`` reads, as ``(mtime_ns, size, inode)`` of the user
+    config and of every ``accelopt.toml`` / ``pyproject.toml`` from ``start`` up to the root
+    (None where absent); ``start`` None: the user config only.
+
+    Equal fingerprints mean the same files with the same contents (to the file system's
+    timestamp resolution), so a cache keyed by it is re-read exactly when a file is created,
+    changed or removed. Costs two ``stat`` calls per directory level."""
+    paths = [str(user_config_path())]
+    if start is not None:
+        directory = os.path.realpath(os.path.expanduser(start))
+        while True:
+            paths += [os.path.join(directory, PROJECT_FILE), os.path.join(directory, PYPROJECT)]
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                break
+            directory = parent
+    return tuple(_stat(path) for path in paths)
+
+
+def _stat(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def resolve(*layers: ConfigLayer) -> EffectiveSettings:

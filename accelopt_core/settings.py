@@ -157,6 +157,11 @@ class EvaluationSettings(_Model):
     cpu_slots: int = Field(
         2, ge=1, le=256, description="Concurrent evaluations on a machine without GPUs."
     )
+    warm_workers: bool = Field(
+        True,
+        description="Keep a warm worker per evaluation slot (torch and triton imported once, "
+        "one forked process per candidate); false starts a fresh Python per candidate.",
+    )
 
 
 class SSHSettings(_Model):
@@ -352,21 +357,6 @@ def load_settings(raw: Mapping[str, Any] | None) -> tuple[Settings, list[Setting
     """
     data, issues = clean_settings(raw)
     return Settings.model_validate(data), issues
-
-
-def settings_from_sources(
-    *layers: Mapping[str, Any] | None,
-) -> tuple[Settings, list[SettingsIssue]]:
-    """Merge several setting mappings (later ones win, nested sections merged) and validate.
-
-    Used by the server (initializationOptions, then workspace/configuration) and the CLI
-    (defaults, then command-line flags).
-    """
-    merged: dict[str, Any] = {}
-    for layer in layers:
-        if isinstance(layer, Mapping):
-            deep_merge(merged, layer)
-    return load_settings(merged)
 
 
 def deep_merge(into: dict[str, Any], other: Mapping[str, Any]) -> None:

@@ -10,8 +10,10 @@ from accelopt_core.configfiles import (
     CONFIG_ENV,
     ConfigLayer,
     effective_settings,
+    files_fingerprint,
     find_project_file,
     resolve,
+    user_layers,
 )
 
 
@@ -89,3 +91,35 @@ def test_layers_without_files(tmp_path, user_config):
     eff = resolve(ConfigLayer("editor", {"maxCodeActions": 2}))
     assert eff.settings.max_code_actions == 2 and eff.sources == {"maxCodeActions": "editor"}
     assert find_project_file(tmp_path) is None
+
+
+def test_fingerprint_changes_exactly_when_a_settings_file_does(tmp_path, user_config):
+    kernel = _project(tmp_path, '[project]\nname = "x"\n')
+    ops = kernel.parent
+    before = files_fingerprint(ops)
+    assert files_fingerprint(ops) == before
+    (ops / "notes.txt").write_text("not a settings file")
+    assert files_fingerprint(ops) == before
+    (tmp_path / "repo" / "accelopt.toml").write_text("[search]\niterations = 3\n")
+    created = files_fingerprint(ops)
+    assert created != before
+    (tmp_path / "repo" / "accelopt.toml").write_text("[search]\niterations = 30\n")
+    assert files_fingerprint(ops) != created
+    user_config.write_text('target = "ray:auto"\n')
+    assert files_fingerprint(None) != files_fingerprint(ops)
+    assert [layer.name for layer in user_layers()] == ["user config"]
+    user_config.unlink()
+    assert user_layers() == []
+
+
+def test_layers_merge_nested_sections_later_wins() -> None:
+    eff = resolve(
+        ConfigLayer("a", {"search": {"beamWidth": 3, "iterations": 5}, "llm": {"model": "m1"}}),
+        ConfigLayer("b", {"search": {"iterations": 1}, "llm": {"planner": {"model": "big"}}}),
+    )
+    settings, issues = eff.settings, eff.issues
+    assert issues == []
+    assert settings.search.beam_width == 3 and settings.search.iterations == 1
+    assert settings.llm.role("planner").model == "big"
+    assert settings.llm.role("executor").model == "m1"
+    assert settings.llm.configured

@@ -11,7 +11,6 @@ from accelopt_core.settings import (
     MEMORY_DIR_ENV,
     Settings,
     load_settings,
-    settings_from_sources,
     settings_markdown,
     vscode_configuration,
 )
@@ -68,19 +67,6 @@ def test_each_invalid_value_falls_back_to_its_default_and_is_named() -> None:
 def test_garbage_never_raises(raw: object) -> None:
     settings, _issues = load_settings(raw)  # type: ignore[arg-type]
     assert isinstance(settings, Settings)
-
-
-def test_layers_merge_nested_sections_later_wins() -> None:
-    settings, issues = settings_from_sources(
-        {"search": {"beamWidth": 3, "iterations": 5}, "llm": {"model": "m1"}},
-        {"search": {"iterations": 1}, "llm": {"planner": {"model": "big"}}},
-        None,
-    )
-    assert issues == []
-    assert settings.search.beam_width == 3 and settings.search.iterations == 1
-    assert settings.llm.role("planner").model == "big"
-    assert settings.llm.role("executor").model == "m1"
-    assert settings.llm.configured
 
 
 def test_memory_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ def run_cli(
 def cli_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELOPT_")}
     env["ACCELOPT_MEMORY_DIR"] = str(tmp_path / "memory")
+    env["ACCELOPT_CONFIG"] = str(tmp_path / "no-user-config.toml")  # never the real one
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -1,5 +1,5 @@
-"""Tests of accelopt_cli.main: the settings layers (defaults, ``--settings FILE``, flags), the
-parser and the dispatch table."""
+"""Tests of accelopt_cli.main: the settings layers (defaults, user config, project file,
+``--settings FILE``, flags), the parser and the dispatch table."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from accelopt_cli.main import COMMANDS, build_parser, load_settings, main, read_settings_file
+from accelopt_cli.main import (
+    COMMANDS,
+    build_parser,
+    effective_settings_for,
+    load_settings,
+    main,
+    read_settings_file,
+)
 
 
 def test_settings_file_nested_and_dotted_keys(tmp_path: Path) -> None:
@@ -78,3 +85,23 @@ def test_usage_error_exits_2(capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(["optimize"])
     assert info.value.code == 2 and "path" in capsys.readouterr().err
+
+
+def test_project_file_then_settings_file_then_flags_with_provenance(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.accelopt.search]\nbeamWidth = 3\niterations = 4\nsamplesPerPlan = 2\n"
+    )
+    (tmp_path / "kernels").mkdir()
+    extra = tmp_path / "extra.toml"
+    extra.write_text("[search]\niterations = 6\nplansPerCandidate = 0\n")
+    args = build_parser().parse_args(
+        ["optimize", str(tmp_path / "kernels" / "k.py"), "--settings", str(extra), "-K", "3"]
+    )
+    effective = effective_settings_for(args)
+    s = effective.settings.search
+    assert (s.beam_width, s.iterations, s.samples_per_plan) == (3, 6, 3)
+    assert effective.sources["search.beamWidth"] == f"project file {tmp_path / 'pyproject.toml'}"
+    assert effective.sources["search.iterations"] == f"settings file {extra}"
+    assert effective.sources["search.samplesPerPlan"] == "command line"
+    (issue,) = effective.issues
+    assert issue.source == str(extra) and issue.key == "accelopt.search.plansPerCandidate"

@@ -250,3 +250,58 @@ def test_clear_asks_on_a_terminal(seeded):
     code, out = _run_on_pty(["memory", "--memory-dir", str(root), "clear"], b"y\n")
     assert code == 0 and "deleted 4 experiences" in out
     assert len(OptimizationMemory(root / "memory")) == 0
+
+
+def test_list_and_search_through_a_pipe_print_whole_tab_separated_rows(seeded):
+    """stdout a pipe (``accelopt memory list | less``, CI): no table squeezed to a default width
+    but one tab-separated line per experience, every cell whole."""
+    root, ids = seeded
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "accelopt_cli.main", "memory", "--memory-dir", str(root), "list"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,  # stdout is a pipe
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "# 4 of 4 experiences"
+    header = lines[1].split("\t")
+    assert header[:3] == ["id", "sign", "speedup"] and "title" in header
+    rows = [dict(zip(header, line.split("\t"), strict=True)) for line in lines[2:]]
+    assert [r["id"] for r in rows] == [ids["nki"], ids["negative"], ids["matmul"], ids["softmax"]]
+    negative = rows[1]
+    assert negative["sign"] == "-" and negative["title"] == "did not help: BLOCK_SIZE 8192"
+    assert rows[0]["backend"] == "nki" and rows[0]["device"] == "trn1"
+    assert "\x1b[" not in proc.stdout  # no terminal escapes
+
+    found = subprocess.run(
+        [sys.executable, "-m", "accelopt_cli.main", "memory", "--memory-dir", str(root)]
+        + ["search", "online softmax", "-k", "2"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stderr
+    head = found.stdout.splitlines()[1].split("\t")
+    assert head[2] == "similarity" and len(found.stdout.splitlines()) == 4
+
+
+@pytest.mark.parametrize("width", [70, 160])
+def test_table_on_a_terminal_keeps_kernel_and_title_readable(width: int) -> None:
+    from rich.console import Console
+
+    from accelopt_cli import render
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=True, color_system=None)
+    render.print_experiences(console, [(softmax_exp(), None), (matmul_exp(), None)], "2 of 2")
+    text = buf.getvalue()
+    assert all(len(line) <= width for line in text.splitlines())
+    assert ("observed" in text) is (width >= render.WIDE_TABLE_COLUMNS)
+    assert "softmax_kernel" in text and "matmul_kernel" in text  # never cut to a few letters
+    assert "single-pass" in text and "online softmax" in text
