@@ -1,7 +1,9 @@
 """Shared pytest configuration.
 
 Every test gets its own optimization-memory directory (ACCELOPT_MEMORY_DIR), so no test reads or
-writes the user's real memory and tests cannot see each other's experiences.
+writes the user's real memory and tests cannot see each other's experiences, and a user config
+path (ACCELOPT_CONFIG) of its own where no file exists, so the user's real
+``~/.config/accelopt/config.toml`` never changes a test.
 """
 
 from __future__ import annotations
@@ -27,3 +29,12 @@ def _isolated_memory(
     directory = tmp_path_factory.mktemp("accelopt-memory")
     monkeypatch.setenv("ACCELOPT_MEMORY_DIR", str(directory))
     return directory
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_config(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    path = tmp_path_factory.mktemp("accelopt-user-config") / "config.toml"
+    monkeypatch.setenv("ACCELOPT_CONFIG", str(path))
+    return path

@@ -273,7 +273,13 @@ async def start_session(
 
     server_env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELOPT_")}
     server_env.update(
-        {TEST_API_KEY_ENV: TEST_API_KEY, "ACCELOPT_SHAPE": "small", "PYTHONUNBUFFERED": "1"}
+        {
+            TEST_API_KEY_ENV: TEST_API_KEY,
+            "ACCELOPT_SHAPE": "small",
+            "PYTHONUNBUFFERED": "1",
+            # never the user's real ~/.config/accelopt/config.toml (tests/conftest.py)
+            "ACCELOPT_CONFIG": os.environ["ACCELOPT_CONFIG"],
+        }
     )
     server_env.update(env or {})
     await client.start_io(sys.executable, "-m", "accelopt_server", env=server_env, cwd=str(ROOT))
