@@ -41,9 +41,10 @@ export function settingKeys(): string[] {
 }
 
 /**
- * The resolved `accelopt` section as one nested camelCase object
- * (`{search: {beamWidth: 2}, llm: {planner: {model: ...}}}`), as sent in initializationOptions.
- * Unset (null/undefined) values are left out so the server applies its own defaults.
+ * The settings `read` gives as one nested camelCase object
+ * (`{search: {beamWidth: 2}, llm: {planner: {model: ...}}}`). Unset (null/undefined) values are
+ * left out so the server applies its own layers. Given VS Code's `get` this would include every
+ * package.json default: the server is sent {@link userSection} instead.
  */
 export function nestedSection(read: ConfigReader, keys: string[] = settingKeys()): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -64,6 +65,56 @@ export function nestedSection(read: ConfigReader, keys: string[] = settingKeys()
     node[parts[parts.length - 1]] = value;
   }
   return out;
+}
+
+/**
+ * What `WorkspaceConfiguration.inspect(key)` reports for one setting: its value at each level
+ * VS Code knows (the `*LanguageValue` ones are language-specific overrides).
+ */
+export interface InspectedSetting {
+  defaultValue?: unknown;
+  globalValue?: unknown;
+  workspaceValue?: unknown;
+  workspaceFolderValue?: unknown;
+  globalLanguageValue?: unknown;
+  workspaceLanguageValue?: unknown;
+  workspaceFolderLanguageValue?: unknown;
+}
+
+/** Inspects one setting by its key relative to the section (VS Code's WorkspaceConfiguration). */
+export interface ConfigInspector {
+  inspect(key: string): InspectedSetting | undefined;
+}
+
+/**
+ * The value the user actually set for one setting, never the default: the first level that
+ * holds a value, narrowest first (workspace folder, workspace, user). Language-specific values
+ * come before all of them, as VS Code documents ("language-specific settings override
+ * non-language-specific ones, even of a narrower scope"). Undefined when only the default exists.
+ */
+export function userValue(inspected: InspectedSetting | undefined): unknown {
+  if (!inspected) {
+    return undefined;
+  }
+  const levels = [
+    inspected.workspaceFolderLanguageValue,
+    inspected.workspaceLanguageValue,
+    inspected.globalLanguageValue,
+    inspected.workspaceFolderValue,
+    inspected.workspaceValue,
+    inspected.globalValue,
+  ];
+  return levels.find((value) => value !== undefined);
+}
+
+/**
+ * The `accelopt` settings the user set (no package.json defaults) as the nested object the server
+ * reads, so that the server's lower layers (project file, user config, its own defaults) apply
+ * to every key the user left alone. Sent in initializationOptions and in answers to
+ * workspace/configuration.
+ */
+export function userSection(config: ConfigInspector, keys: string[] = settingKeys()): Record<string, unknown> {
+  return nestedSection({ get: <T>(key: string) => userValue(config.inspect(key)) as T | undefined }, keys);
 }
 
 /** Values substituted in `accelopt.interpreter`. */

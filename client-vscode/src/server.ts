@@ -12,7 +12,7 @@ import {
   State,
   WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
-import { nestedSection, notificationLevel, SECTION } from './config';
+import { notificationLevel, SECTION } from './config';
 import { chooseInterpreter, InterpreterChoice } from './interpreter';
 import { JobTracker } from './jobs';
 import { ProgressNotifications } from './progress';
@@ -26,6 +26,7 @@ import {
   quoteArg,
   serverLaunch,
 } from './serverProcess';
+import { initialSettings, settingsMiddleware } from './settingsSync';
 import { StatusBar } from './statusBar';
 
 const SOURCE_TEXT: Record<InterpreterChoice['source'], string> = {
@@ -204,9 +205,11 @@ export class ServerManager implements vscode.Disposable {
       outputChannel: this.log,
       traceOutputChannel: this.log,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
-      initializationOptions: () => nestedSection(vscode.workspace.getConfiguration(SECTION, folder?.uri)),
+      // Only what the user set goes to the server, so the project file and user config apply.
+      initializationOptions: () => initialSettings(),
       synchronize: { configurationSection: SECTION },
       middleware: {
+        workspace: settingsMiddleware(),
         handleWorkDoneProgress: (token, params, next) => this.progress.handle(token, params, () => next(token, params)),
         executeCommand: (command, args, next) => this.present(command, args, () => next(command, args)),
       },

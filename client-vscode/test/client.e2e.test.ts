@@ -2,7 +2,8 @@
  * End to end through the extension's own glue: ServerManager (src/server.ts) starts the REAL
  * server with the REAL vscode-languageclient 9 (only the `vscode` module is the stand-in),
  * then a search is started through the client, its progress reaches the status bar and a
- * cancellable notification through the client's middleware, and Cancel stops it.
+ * cancellable notification through the client's middleware, and Cancel stops it. The search uses
+ * the project file's setting where the user set none (only user-set values reach the server).
  * Skipped ONLY when the interpreter lacks the accelopt_server package.
  */
 import assert from 'node:assert/strict';
@@ -37,13 +38,17 @@ test(
     }
     const dir = mkdtempSync(join(tmpdir(), 'accelopt-client-'));
     process.env.ACCELOPT_MEMORY_DIR = dir;
+    process.env.ACCELOPT_CONFIG = join(dir, 'no-user-config.toml'); // the developer's own stays out
     standin.settings.set('accelopt.interpreter', [python]);
     standin.settings.set('accelopt.profileOnSave', false);
     standin.settings.set('accelopt.trace.server', 'verbose');
     standin.settings.set('accelopt.search.iterations', 1);
-    standin.settings.set('accelopt.search.beamWidth', 1);
     standin.settings.set('accelopt.search.plansPerCandidate', 1);
     standin.settings.set('accelopt.evaluation.seeds', 1);
+    // The project file sets beamWidth and plansPerCandidate; the user set only the latter, so the
+    // server must use the project's beamWidth (no package.json default may hide it) and the
+    // user's plansPerCandidate.
+    writeFileSync(join(dir, 'pyproject.toml'), '[tool.accelopt.search]\nbeamWidth = 3\nplansPerCandidate = 4\n');
     // The kernel file is open in the editor: the client sends didOpen for it at start.
     const file = join(dir, 'scale.py');
     writeFileSync(file, KERNEL_FILE);
@@ -87,6 +92,7 @@ test(
         message?: string;
       };
       assert.equal(started?.started, true, `optimize: ${JSON.stringify(started)}`);
+      assert.match(started.message ?? '', /: B=3, N=1, K=1, T=1 on local$/, 'project beamWidth, user plansPerCandidate');
       await until('the search notification', () => standin.progress.some((p) => p.options.location === ProgressLocation.Notification), 60_000, logTail);
       const note = standin.progress.find((p) => p.options.location === ProgressLocation.Notification)!;
       assert.equal(note.options.title, 'AccelOpt: optimizing scale_kernel');

@@ -10,6 +10,8 @@ import {
   SECTION,
   settingKeys,
   substituteVariables,
+  userSection,
+  userValue,
 } from '../src/config';
 import { standin } from './standin/vscode';
 
@@ -43,6 +45,27 @@ test('nestedSection never lets a leaf overwrite a section object', () => {
   const values: Record<string, unknown> = { 'a.b': 1, a: 'x', 'a.c': 2 };
   const out = nestedSection({ get: <T>(k: string) => values[k] as T }, ['a.b', 'a', 'a.c']);
   assert.deepEqual(out, { a: { c: 2 } });
+});
+
+test('userSection sends no package.json default, only what the user set', () => {
+  standin.reset();
+  assert.deepEqual(userSection(vscode.workspace.getConfiguration(SECTION)), {}, 'nothing set: nothing sent');
+  standin.settings.set('accelopt.target', 'ssh://gpu-box');
+  standin.settings.set('accelopt.llm.planner.model', 'gpt-planner');
+  const section = userSection(vscode.workspace.getConfiguration(SECTION));
+  assert.deepEqual(section, { target: 'ssh://gpu-box', llm: { planner: { model: 'gpt-planner' } } });
+  // The same settings through `get` carry every default (search.iterations 2, ...).
+  assert.equal((nestedSection(vscode.workspace.getConfiguration(SECTION)).search as Record<string, unknown>).iterations, 2);
+});
+
+test('userValue: the narrowest level that holds a value, never the default', () => {
+  assert.equal(userValue(undefined), undefined);
+  assert.equal(userValue({ defaultValue: 2 }), undefined);
+  assert.equal(userValue({ defaultValue: 2, globalValue: 3 }), 3);
+  assert.equal(userValue({ globalValue: 3, workspaceValue: 4 }), 4);
+  assert.equal(userValue({ globalValue: 3, workspaceValue: 4, workspaceFolderValue: 5 }), 5);
+  assert.equal(userValue({ workspaceFolderValue: 5, globalLanguageValue: 6 }), 6, 'language-specific values win');
+  assert.equal(userValue({ workspaceFolderValue: false, workspaceValue: true }), false, 'false is a value');
 });
 
 test('interpreter setting: string, array, variables, blanks', () => {

@@ -13,7 +13,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { test, TestContext } from 'node:test';
-import * as vscode from 'vscode';
 import {
   CodeLensRequest,
   createProtocolConnection,
@@ -27,12 +26,13 @@ import {
   StreamMessageWriter,
   WorkDoneProgressCancelNotification,
 } from 'vscode-languageserver-protocol/node';
-import { nestedSection, SECTION } from '../src/config';
+import { SECTION } from '../src/config';
 import { JobTracker, parseJobs, ProgressValue } from '../src/jobs';
 import { kernelAt, kernelsFromLenses } from '../src/kernels';
 import { ProgressNotifications } from '../src/progress';
 import { chooseInterpreter } from '../src/interpreter';
 import { executableOptions, probeInterpreter, probeMessage, serverLaunch } from '../src/serverProcess';
+import { initialSettings, userSettings } from '../src/settingsSync';
 import { KERNEL_FILE, until } from './fixtures';
 import { ProgressLocation, standin } from './standin/vscode';
 
@@ -75,9 +75,8 @@ async function startServer(t: TestContext): Promise<Running | undefined> {
   proc.stderr.on('data', (d) => (stderr += d.toString()));
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
   const conn = createProtocolConnection(new StreamMessageReader(proc.stdout), new StreamMessageWriter(proc.stdin));
-  const config = vscode.workspace.getConfiguration(SECTION);
-  conn.onRequest('workspace/configuration', (params: { items: { section?: string }[] }) =>
-    params.items.map((item) => (item.section === SECTION ? nestedSection(config) : null)),
+  conn.onRequest('workspace/configuration', (params: { items: { section?: string; scopeUri?: string }[] }) =>
+    params.items.map((item) => (item.section === SECTION ? userSettings(item.scopeUri) : null)),
   );
   conn.onRequest('window/workDoneProgress/create', () => null);
   conn.onRequest('client/registerCapability', () => null);
@@ -108,7 +107,7 @@ async function initialize(server: Running) {
       window: { workDoneProgress: true },
       textDocument: { codeLens: {}, codeAction: { codeActionLiteralSupport: { codeActionKind: { valueSet: ['refactor.rewrite'] } } } },
     },
-    initializationOptions: nestedSection(vscode.workspace.getConfiguration(SECTION)),
+    initializationOptions: initialSettings(),
   });
   await server.conn.sendNotification(InitializedNotification.type, {});
   return init;

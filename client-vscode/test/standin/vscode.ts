@@ -2,7 +2,8 @@
  * TEST DOUBLE: a small stand-in for the `vscode` module (VS Code cannot be downloaded on the
  * test machines). esbuild aliases `vscode` to this file when it bundles the unit tests. It
  * implements only what the modules under test call, records what they did in `standin`, and
- * serves configuration defaults from package.json like VS Code does.
+ * resolves configuration like VS Code does: workspace-folder, workspace and user values over the
+ * defaults from package.json, each level visible through `inspect`.
  */
 import * as pkg from '../../package.json';
 
@@ -201,15 +202,22 @@ export interface FakeStatusBarItem {
   dispose(): void;
 }
 
-const defaults: Record<string, unknown> = {};
+/** One settings level: values by full key (`accelopt.search.beamWidth`). */
+type Level = Map<string, unknown>;
+
+const defaults: Level = new Map();
 for (const [key, prop] of Object.entries(pkg.contributes.configuration.properties as Record<string, { default?: unknown }>)) {
-  defaults[key] = prop.default;
+  defaults.set(key, prop.default);
 }
 
 /** What the code under test did, and knobs the tests set. */
 export const standin = {
   /** User settings by full key (`accelopt.search.beamWidth`); unset keys give package.json defaults. */
   settings: new Map<string, unknown>(),
+  /** Workspace settings by full key (beat user settings). */
+  workspaceSettings: new Map<string, unknown>(),
+  /** Workspace-folder settings by the folder's path, then full key (beat workspace settings). */
+  folderSettings: new Map<string, Map<string, unknown>>(),
   /** Every WorkspaceConfiguration.update call. */
   configUpdates: [] as { key: string; value: unknown }[],
   /** Installed extensions by id. */
@@ -224,6 +232,8 @@ export const standin = {
   reset(): void {
     this.textDocuments.length = 0;
     this.settings.clear();
+    this.workspaceSettings.clear();
+    this.folderSettings.clear();
     this.configUpdates.length = 0;
     this.extensions.clear();
     this.statusItems.length = 0;
@@ -234,17 +244,17 @@ export const standin = {
   },
 };
 
-function lookup(full: string): unknown {
-  if (standin.settings.has(full)) {
-    return standin.settings.get(full);
-  }
-  if (full in defaults) {
-    return defaults[full];
+/** The value of `full` in the first level that has it, or the nested object of a section prefix. */
+function lookup(full: string, levels: Level[]): unknown {
+  for (const level of levels) {
+    if (level.has(full)) {
+      return level.get(full);
+    }
   }
   // A section prefix: the nested object of everything below it, as VS Code returns.
   const out: Record<string, unknown> = {};
   let found = false;
-  const keys = new Set([...Object.keys(defaults), ...standin.settings.keys()]);
+  const keys = new Set(levels.flatMap((level) => [...level.keys()]));
   for (const key of keys) {
     if (key.startsWith(`${full}.`)) {
       found = true;
@@ -254,25 +264,49 @@ function lookup(full: string): unknown {
         node[p] = (node[p] as Record<string, unknown>) ?? {};
         node = node[p] as Record<string, unknown>;
       }
-      node[parts[parts.length - 1]] = lookup(key);
+      node[parts[parts.length - 1]] = lookup(key, levels);
     }
   }
   return found ? out : undefined;
+}
+
+/** The settings of the workspace folder holding `scope` (a Uri or `{uri, languageId}`), if any. */
+function folderLevel(scope: unknown): Level | undefined {
+  const uri = scope instanceof Uri ? scope : (scope as { uri?: unknown } | null | undefined)?.uri;
+  if (!(uri instanceof Uri)) {
+    return undefined;
+  }
+  const folder = standin.workspaceFolders?.find((f) => uri.path.startsWith(f.uri.path));
+  return folder ? standin.folderSettings.get(folder.uri.path) : undefined;
 }
 
 export const workspace = withFallback({
   get textDocuments() {
     return standin.textDocuments;
   },
-  getConfiguration(section?: string) {
+  /** Like VS Code: a value resolves workspace folder (of `scope`) > workspace > user > default. */
+  getConfiguration(section?: string, scope?: unknown) {
     const prefix = section ? `${section}.` : '';
+    const folder = folderLevel(scope);
+    const levels = [folder, standin.workspaceSettings, standin.settings, defaults].filter((l): l is Level => !!l);
     return {
       get<T>(key: string, fallback?: T): T | undefined {
-        const value = lookup(prefix + key) as T | undefined;
+        const value = lookup(prefix + key, levels) as T | undefined;
         return value === undefined ? fallback : value;
       },
       has(key: string): boolean {
-        return lookup(prefix + key) !== undefined;
+        return lookup(prefix + key, levels) !== undefined;
+      },
+      inspect(key: string) {
+        const full = prefix + key;
+        const at = (level: Level | undefined) => (level ? lookup(full, [level]) : undefined);
+        return {
+          key: full,
+          defaultValue: at(defaults),
+          globalValue: at(standin.settings),
+          workspaceValue: at(standin.workspaceSettings),
+          workspaceFolderValue: at(folder),
+        };
       },
       async update(key: string, value: unknown): Promise<void> {
         standin.configUpdates.push({ key: prefix + key, value });
