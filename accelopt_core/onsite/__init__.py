@@ -13,5 +13,8 @@ child's classification), ``child`` (the forked process's set-up and dispatch), `
 probe), ``loading`` (harness and candidate from strings), ``compare`` (outputs against the
 reference), ``failures`` (exceptions -> classified results), ``triton_eval`` and ``nki_eval``
 (the evaluations), ``roofline``, ``protocol``, ``names``; ``agent`` starts workers on remote
-targets.
+targets. Warm workers (issue 14): ``zygote`` (the fork server: imports the stack once, runs the
+supervisor per framed request), ``warmstack`` (what it imports, without CUDA, and the child's
+re-import when triton's interpreter mode differs), ``warmhost`` (a zygote kept by the ssh agent
+or the Ray target's actor).
 """

@@ -19,9 +19,12 @@ Wire format of the agent (all integers little-endian), after the bundle:
 
 - agent -> client, once at start: ``b"H"`` + u32 length + JSON (python/torch/triton/neuronxcc
   versions, device names, free disk bytes of the working and temporary directories).
-- client -> agent, per evaluation: ``b"E"`` + u64 length + payload (``encode_stdin`` bytes).
+- client -> agent, per evaluation: ``b"E"`` + u64 length + payload (``encode_stdin`` bytes):
+  a fresh (cold) worker; or ``b"W"`` + u64 length + payload (``encode_warm`` bytes): the
+  agent's warm worker (:mod:`.warmhost`, :mod:`.zygote`), started at the first ``W`` frame
+  and kept for the connection's lifetime (replaced when it died or the stack changed).
 - agent -> client, per evaluation: ``b"R"`` + i32 return code (negative: killed by that signal)
-  + u64 stdout length + u64 stderr length + stdout + stderr.
+  + u64 stdout length + u64 stderr length + stdout + stderr (a warm answer has the same form).
 
 **The Ray task** (:func:`run_ray_task`): a function the Ray target ships by value (cloudpickle),
 run once per evaluation in a Ray worker on the node the task was placed on.
@@ -40,6 +43,8 @@ import sys
 import tempfile
 import threading
 from importlib import metadata
+
+from .warmhost import WarmHost, split_payload
 
 #: In the command line of every worker the Ray task starts (and of nothing else), so the
 #: worker can be told apart from other processes on the node.
@@ -201,6 +206,7 @@ class Agent:
         self._out = stdout
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
+        self.warm = WarmHost([sys.executable, "-c", bootstrap])
 
     def send(self, data: bytes) -> None:
         """Write one frame; when the client is gone, kill the evaluation and exit."""
@@ -213,8 +219,13 @@ class Agent:
                 os._exit(0)
 
     def kill_current(self) -> None:
-        """SIGKILL the running worker's process tree and process group (if one runs)."""
-        proc = self._proc
+        """SIGKILL the running (cold) worker's and the warm worker's process trees and
+        process groups."""
+        for proc in (self._proc, self.warm.proc):
+            self._kill_tree(proc)
+
+    @staticmethod
+    def _kill_tree(proc: subprocess.Popen | None) -> None:
         if proc is None or proc.poll() is not None:
             return
         for _ in range(3):
@@ -243,24 +254,44 @@ class Agent:
                 proc.wait()
             rc = proc.returncode
             self._proc = None
+        self.reply(rc, out, err)
+
+    def reply(self, rc: int, out: bytes, err: bytes) -> None:
+        """Send one ``R`` frame."""
         self.send(b"R" + struct.pack("<iQQ", rc, len(out), len(err)) + out + err)
 
+    def run_warm(self, request: bytes) -> None:
+        """Run one request on the warm worker and send its ``R`` frame."""
+        self.reply(*self.warm.evaluate(request))
+
+    def _task(self, kind: bytes, payload: bytes) -> threading.Thread:
+        """The thread that runs one frame; a warm worker is (re)started here, in the main
+        thread, whose life its parent-death signal follows."""
+        if kind == b"E":
+            return threading.Thread(target=self.run, args=(payload,), daemon=True)
+        try:
+            boot, request = split_payload(payload)
+        except ValueError:
+            boot, request = b"", payload
+        self.warm.ensure(boot)
+        return threading.Thread(target=self.run_warm, args=(request,), daemon=True)
+
     def serve(self) -> None:
-        """Send the hello, then run each ``E`` frame's payload (one at a time, each in a
-        thread so that end-of-file is seen while it runs) until end-of-file."""
+        """Send the hello, then run each ``E`` / ``W`` frame's payload (one at a time, each in
+        a thread so that end-of-file is seen while it runs) until end-of-file."""
         data = json.dumps(hello()).encode()
         self.send(b"H" + struct.pack("<I", len(data)) + data)
         thread = None
         while True:
             head = _read(self._in, 9)
-            if head is None or head[:1] != b"E":
+            if head is None or head[:1] not in (b"E", b"W"):
                 break
             payload = _read(self._in, struct.unpack("<Q", head[1:])[0])
             if payload is None:
                 break
             if thread is not None:
                 thread.join()
-            thread = threading.Thread(target=self.run, args=(payload,), daemon=True)
+            thread = self._task(head[:1], payload)
             thread.start()
 
 
@@ -272,4 +303,5 @@ def main() -> None:
     signal.signal(signal.SIGHUP, lambda *a: (agent.kill_current(), os._exit(129)))
     agent.serve()
     agent.kill_current()
+    agent.warm.kill()
     os._exit(0)

@@ -21,6 +21,7 @@ from .gate import precheck
 from .launcher import candidate_kernels, entry_backend
 from .protocol import result_dict
 from .runtime import pin_device, probe
+from .warmstack import align
 
 
 class Emitter:
@@ -47,8 +48,9 @@ class Emitter:
             os.close(self.fd)
 
 
-def _set_pdeathsig() -> None:
-    """Linux: SIGKILL this process when the supervisor dies."""
+def set_pdeathsig() -> None:
+    """Linux: SIGKILL this process when its parent dies (the supervisor, for the child; the
+    owner, for a warm worker). Elsewhere nothing."""
     try:
         import ctypes
 
@@ -71,6 +73,7 @@ def _evaluate(req: dict, ctx: dict) -> dict:
     pin_device(req.get("device"))
     if entry_backend(tree, req["entry"], ctx["kernels"]) == "nki":
         return nki_eval.evaluate(req, ctx)
+    align(req)  # a warm parent's triton, imported in the other interpreter mode: re-import
     return triton_eval.evaluate(req, ctx)
 
 
@@ -86,7 +89,7 @@ def child_main(request: dict, result_fd: int, supervisor_pid: int) -> None:
         os.setsid()
     except OSError:
         pass
-    _set_pdeathsig()
+    set_pdeathsig()
     if os.getppid() != supervisor_pid:
         os._exit(1)
     import faulthandler

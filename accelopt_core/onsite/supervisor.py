@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .child import child_main
+from .child import child_main, set_pdeathsig
 from .failures import line_from_text
 from .protocol import HARNESS_VERSION, SENTINEL, result_dict, signal_name, tail
 
@@ -230,7 +230,11 @@ def supervise(request: dict) -> dict:
 
 
 def main() -> None:
-    """Read one request (JSON) from stdin, evaluate it, print one sentinel result line."""
+    """Read one request (JSON) from stdin, evaluate it, print one sentinel result line.
+
+    The worker dies with the process that started it (``PR_SET_PDEATHSIG`` on Linux), so a
+    ``kill -9`` of the CLI or server does not leave it running until its timeout."""
+    set_pdeathsig()
     raw = sys.stdin.buffer.read()
     try:
         request = json.loads(raw.decode("utf-8"))

@@ -16,7 +16,10 @@ fields of ``accelopt_core.onsite.protocol.EvalResult``. Anything else on stdout 
 Process model (DESIGN.md, "Evaluating a candidate")
 ---------------------------------------------------
 The supervisor (:mod:`.supervisor`, the process that read the request) imports nothing heavy
-and forks one child per request. The child (:mod:`.child`) starts a new session, runs the
+and forks one child per request; it dies with the process that started it
+(``PR_SET_PDEATHSIG``). This module is the cold path (``accelopt.evaluation.warmWorkers:
+false``); the warm path runs the same supervisor per request inside a long-lived fork server
+that imported torch and triton once (:mod:`.zygote`). The child (:mod:`.child`) starts a new session, runs the
 static gate (:mod:`.gate`), pins the device (``CUDA_VISIBLE_DEVICES`` /
 ``NEURON_RT_VISIBLE_CORES``), imports torch and triton (with ``TRITON_INTERPRET=1`` when there
 is no CUDA), limits its memory (``RLIMIT_AS`` on CPU, plus an RSS watchdog thread:

@@ -1,9 +1,11 @@
-"""The ``local`` target: each evaluation is a worker subprocess on this machine.
+"""The ``local`` target: evaluations in worker processes on this machine.
 
-The worker runs exactly as on remote targets: ``[sys.executable, "-c", BOOTSTRAP]`` with the
-worker source and the request on stdin (:mod:`accelopt_core.targets.shipping`). Processes are
-started with :func:`asyncio.create_subprocess_exec` in their own session, so the event loop never
-blocks and a cancelled evaluation takes its whole process group down.
+Warm (``accelopt.evaluation.warmWorkers``, the default): each slot keeps a warm worker
+(:mod:`.warm`: torch and triton imported once, one forked child per candidate). Cold: each
+evaluation is a fresh worker, ``[sys.executable, "-c", BOOTSTRAP]`` with the worker source and
+the request on stdin (:mod:`accelopt_core.targets.shipping`), exactly as on remote targets.
+Processes are started with :func:`asyncio.create_subprocess_exec` in their own session, so the
+event loop never blocks and a cancelled evaluation takes its whole process group down.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets.pool import DevicePool, pinned
 from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
+from accelopt_core.targets.warm import WarmSlots, WarmWorkerError
 
 #: Seconds a cancelled or timed-out worker gets between SIGTERM and SIGKILL.
 _TERM_GRACE_S = 0.3
@@ -67,12 +70,15 @@ class LocalTarget:
     """Evaluates candidates in worker subprocesses on this machine.
 
     Capacity: one evaluation per visible CUDA GPU (each pinned to its own device), else
-    ``settings.evaluation.cpu_slots`` concurrent Triton-interpreter evaluations.
+    ``settings.evaluation.cpu_slots`` concurrent Triton-interpreter evaluations. With
+    ``settings.evaluation.warm_workers`` each slot keeps a warm worker (:class:`.warm.WarmSlots`).
 
     Attributes:
         name: ``"local"``.
         devices: device indices handed out (``["0", "1"]``), or empty on CPU.
-        active_pids: pids of the running worker supervisors (for diagnostics and tests).
+        warm: the warm workers, or None on the cold path.
+        active_pids: pids of the worker processes evaluating right now (the cold workers'
+            supervisors, or the busy warm workers; for diagnostics and tests).
     """
 
     name = "local"
@@ -85,6 +91,7 @@ class LocalTarget:
         names = ",".join(sorted(set(gpus))) or "cpu"
         self._fingerprint = f"local:{names}:torch-{_version('torch')}:triton-{_version('triton')}"
         self.active_pids: set[int] = set()
+        self.warm = WarmSlots(self._python) if settings.evaluation.warm_workers else None
 
     @property
     def fingerprint(self) -> str:
@@ -97,14 +104,49 @@ class LocalTarget:
         return self._pool.capacity
 
     async def evaluate(self, request: EvalRequest) -> EvalResult:
-        """Run one request in a fresh worker; never raises for a bad candidate.
+        """Run one request in the slot's warm worker (or a fresh cold one); never raises for
+        a bad candidate.
 
         ``eval_s`` of the result is the wall time including process start. An outer timeout
         (``timeout_s + 10 s + 10 %``) kills the worker as a last resort (status ``timeout``).
         Cancelling the awaiting task kills the worker's process group and frees the slot.
         """
         async with self._pool.slot() as device:
+            if self.warm is not None:
+                return await self._run_warm(pinned(request, device), device)
             return await self._run(pinned(request, device))
+
+    async def _run_warm(self, request: EvalRequest, device: str | None) -> EvalResult:
+        """One request on the slot's warm worker; a worker that dies, hangs past the outer
+        timeout or is cancelled is killed (the slot starts a new one next time)."""
+        start = time.monotonic()
+        try:
+            worker = await self.warm.take(device)
+        except WarmWorkerError as exc:
+            return EvalResult.failure("runtime_error", str(exc), eval_s=0.0)
+        outer = request.timeout_s * 1.1 + 10.0
+        self.active_pids.add(worker.proc.pid)
+        try:
+            result = await asyncio.wait_for(worker.evaluate(request), timeout=outer)
+        except asyncio.TimeoutError:
+            await self.warm.discard(worker)
+            return EvalResult.failure(
+                "timeout",
+                f"the worker gave no result within {outer:.0f} s and was killed",
+                eval_s=time.monotonic() - start,
+            )
+        except WarmWorkerError as exc:
+            await self.warm.discard(worker)
+            result = EvalResult.failure("runtime_error", f"{exc} without a result")
+        except BaseException:  # cancelled: take the worker and its child down, then re-raise
+            await asyncio.shield(self.warm.discard(worker))
+            raise
+        else:
+            self.warm.give(device, worker)
+        finally:
+            self.active_pids.discard(worker.proc.pid)
+        result.eval_s = time.monotonic() - start
+        return result
 
     async def _run(self, request: EvalRequest) -> EvalResult:
         start = time.monotonic()
@@ -157,4 +199,6 @@ class LocalTarget:
                 continue
 
     async def close(self) -> None:
-        """Nothing persistent to release (each evaluation owns its process). Idempotent."""
+        """Kill the idle warm workers (cold workers belong to their evaluations). Idempotent."""
+        if self.warm is not None:
+            await self.warm.close()

@@ -20,6 +20,13 @@ worker and the candidate die with it.
 The task cannot itself be a ``python -c BOOTSTRAP`` program like the ssh agent: Ray runs
 functions inside its own worker processes, so the function is what travels (pickled), and the
 onsite code it runs (the worker) travels as the bundle.
+
+Warm workers (``accelopt.evaluation.warmWorkers``, the default): instead of a task per
+evaluation, :class:`WarmActors` keeps one actor per unit of the resource
+(:class:`accelopt_core.onsite.warmhost.WarmActor`, shipped by value too), each hosting a warm
+worker (torch and triton imported once, a forked child per candidate). An actor holds its
+resource for its lifetime; cancellation, a timeout or a lost actor kills it (``ray.kill``: its
+warm worker and candidate die with it) and the slot starts a new one at the next evaluation.
 """
 
 from __future__ import annotations
@@ -33,10 +40,17 @@ from collections.abc import Callable
 from typing import Any
 
 from accelopt_core.onsite import agent as onsite_agent
+from accelopt_core.onsite import warmhost
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets.base import TargetError
-from accelopt_core.targets.shipping import BOOTSTRAP, decode_probe, decode_result, encode_stdin
+from accelopt_core.targets.shipping import (
+    BOOTSTRAP,
+    decode_probe,
+    decode_result,
+    encode_stdin,
+    encode_warm,
+)
 
 #: Seconds added to ``request.timeout_s`` before the task is cancelled from here.
 TIMEOUT_MARGIN_S = 30.0
@@ -189,6 +203,66 @@ class RayCluster:
         self._refreshed = time.monotonic()
 
 
+class WarmActors:
+    """The Ray target's warm slots: up to ``capacity`` actors
+    (:class:`~accelopt_core.onsite.warmhost.WarmActor`), each running one evaluation at a time.
+
+    Args:
+        ray: the ray module (connected).
+        cluster: the target's :class:`RayCluster` (the resource each actor asks for).
+    """
+
+    def __init__(self, ray: Any, cluster: RayCluster) -> None:
+        self._ray = ray
+        self._cluster = cluster
+        ray.cloudpickle.register_pickle_by_value(warmhost)
+        self._class = ray.remote(max_restarts=0)(warmhost.WarmActor)
+        self._idle: list[Any] = []
+        self._slots = asyncio.Semaphore(cluster.capacity)
+        self.actors: set[Any] = set()  # every live actor (diagnostics, tests)
+
+    async def evaluate(self, payload: bytes, timeout_s: float) -> tuple[int, bytes, bytes]:
+        """Run a warm payload (``encode_warm``) on an idle actor (a new one when none is idle).
+
+        Raises:
+            asyncio.TimeoutError: no answer within ``timeout_s`` (the actor was killed).
+            _TaskLost: the actor died (its warm worker's death is an answer, not this).
+        """
+        async with self._slots:
+            actor = self._idle.pop() if self._idle else await self._start()
+            try:
+                ref = await asyncio.to_thread(actor.evaluate.remote, payload)
+                answer = await asyncio.wait_for(_settled(ref), timeout_s)
+            except self._ray.exceptions.RayError as exc:
+                await asyncio.shield(self.kill(actor))
+                raise _TaskLost(f"the Ray actor was lost ({type(exc).__name__})") from exc
+            except BaseException:  # cancelled or timed out: kill the actor and its candidate
+                await asyncio.shield(self.kill(actor))
+                raise
+            self._idle.append(actor)
+            return answer
+
+    async def _start(self) -> Any:
+        options = self._cluster.options()
+        actor = await asyncio.to_thread(
+            lambda: self._class.options(**options).remote(BOOTSTRAP, onsite_agent.RAY_TASK_MARK)
+        )
+        self.actors.add(actor)
+        return actor
+
+    async def kill(self, actor: Any) -> None:
+        """``ray.kill`` the actor (its warm worker and candidate die with it)."""
+        self.actors.discard(actor)
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self._ray.kill, actor, no_restart=True)
+
+    async def close(self) -> None:
+        """Kill every actor. Idempotent."""
+        self._idle = []
+        for actor in list(self.actors):
+            await self.kill(actor)
+
+
 class RayTarget:
     """Evaluate candidates as tasks on a Ray cluster (``ray://HOST:PORT`` or ``ray:auto``).
 
@@ -218,6 +292,8 @@ class RayTarget:
         self._hello: dict[str, Any] | None = None
         self._pending: set[Any] = set()
         self._closed = False
+        self._warm_enabled = settings.evaluation.warm_workers
+        self.warm: WarmActors | None = None  # the warm actors, once connected
 
     # -- protocol -------------------------------------------------------------------------
     @property
@@ -280,7 +356,9 @@ class RayTarget:
         result within ``request.timeout_s`` + :data:`TIMEOUT_MARGIN_S` (queueing included) is
         cancelled (status ``timeout``); a task lost with its node is ``runtime_error``.
         Cancelling the awaiting task cancels the Ray task (``ray.cancel(force=True)``), so
-        pending tasks leave the queue and a running one is killed.
+        pending tasks leave the queue and a running one is killed. With warm workers the
+        evaluation runs on a :class:`WarmActors` actor instead; cancelling or timing out kills
+        that actor, and a warm worker that died mid-request is a classified ``runtime_error``.
 
         Raises:
             TargetError: the cluster cannot be reached at all.
@@ -290,10 +368,13 @@ class RayTarget:
         started = time.perf_counter()
         await self._ensure_connected()
         await self._cluster.refresh_if_stale()
-        payload = encode_stdin(dataclasses.replace(request, device=None))
+        unpinned = dataclasses.replace(request, device=None)
         limit = request.timeout_s + TIMEOUT_MARGIN_S
         try:
-            rc, out, err = await self._submit(payload, limit)
+            if self.warm is not None:
+                rc, out, err = await self.warm.evaluate(encode_warm(unpinned), limit)
+            else:
+                rc, out, err = await self._submit(encode_stdin(unpinned), limit)
         except asyncio.TimeoutError:
             result = EvalResult.failure(
                 "timeout",
@@ -318,6 +399,8 @@ class RayTarget:
         for ref in list(self._pending):
             with contextlib.suppress(Exception):
                 self._ray.cancel(ref, force=True)
+        if self.warm is not None:
+            await self.warm.close()
         await self._cluster.release()
 
     # -- internals ------------------------------------------------------------------------
@@ -325,6 +408,8 @@ class RayTarget:
         await self._cluster.connect()
         if self._remote is None:
             self._remote = self._ray.remote(max_retries=0)(task_function(self._ray))
+        if self._warm_enabled and self.warm is None:
+            self.warm = WarmActors(self._ray, self._cluster)
 
     async def _submit(self, payload: bytes, timeout_s: float) -> tuple[int, bytes, bytes]:
         ray = self._ray
@@ -383,4 +468,4 @@ class _TaskLost(Exception):
     """The Ray task died without a result (node lost, worker killed, cancelled by Ray)."""
 
 
-__all__ = ["RayCluster", "RayTarget", "TIMEOUT_MARGIN_S"]
+__all__ = ["RayCluster", "RayTarget", "TIMEOUT_MARGIN_S", "WarmActors"]

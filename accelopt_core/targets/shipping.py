@@ -103,6 +103,13 @@ def encode_stdin(request: EvalRequest | dict) -> bytes:
     return bundle("worker") + body.encode("utf-8")
 
 
+def encode_warm(request: EvalRequest | dict) -> bytes:
+    """A warm worker's payload (the ssh agent's ``W`` frame, the Ray actor's argument): the
+    onsite bundle with :mod:`accelopt_core.onsite.zygote` as main, then the request JSON."""
+    body = request.to_json() if isinstance(request, EvalRequest) else json.dumps(request)
+    return bundle("zygote") + body.encode("utf-8")
+
+
 def _exit_description(returncode: int | None) -> str:
     if returncode is None:
         return "did not exit"

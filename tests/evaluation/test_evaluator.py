@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -21,8 +23,9 @@ OK = (CANDIDATES / "ok_block128.py").read_text()
 HANG = (CANDIDATES / "hang.py").read_text()
 
 
-def settings(**evaluation) -> Settings:
-    ev = {"seeds": 2, "repMs": 5.0, "warmupMs": 1.0, "timeoutS": 90.0, **evaluation}
+def settings(warm: bool = True, **evaluation) -> Settings:
+    ev = {"seeds": 2, "repMs": 5.0, "warmupMs": 1.0, "timeoutS": 90.0, "warmWorkers": warm}
+    ev.update(evaluation)
     return Settings.model_validate({"evaluation": ev})
 
 
@@ -55,8 +58,9 @@ def test_make_target_local_and_fingerprint():
 
 
 @pytest.mark.slow
-async def test_cache_hit_costs_no_target_time(tmp_path):
-    s = settings()
+@pytest.mark.parametrize("warm", [False, True])
+async def test_cache_hit_costs_no_target_time(tmp_path, warm):
+    s = settings(warm)
     target = CountingTarget(s)
     evaluator = Evaluator(target, s, EvaluationCache(tmp_path / "evals"))
     first = await evaluator.evaluate(BASE, OK, "add", source_name="add.py")
@@ -105,10 +109,11 @@ async def test_broken_cache_directory_warns_once_and_still_evaluates(tmp_path, c
     assert len(warnings) == 1
 
 
-async def test_cancellation_kills_the_worker_within_a_second(tmp_path, monkeypatch):
+@pytest.mark.parametrize("warm", [False, True])
+async def test_cancellation_kills_the_worker_within_a_second(tmp_path, monkeypatch, warm):
     pidfile = tmp_path / "pid"
     monkeypatch.setenv("ACCELOPT_TEST_PIDFILE", str(pidfile))
-    s = settings(timeoutS=120.0)
+    s = settings(warm, timeoutS=120.0)
     target = LocalTarget(s)
     evaluator = Evaluator(target, s)
     task = asyncio.create_task(evaluator.evaluate(BASE, HANG, "add", source_name="hang.py"))
@@ -131,10 +136,12 @@ async def test_cancellation_kills_the_worker_within_a_second(tmp_path, monkeypat
     assert target.active_pids == set()
     # the slot is free again: a new evaluation runs
     assert (await evaluator.evaluate(BASE, OK, "add")).status == "ok"
+    await target.close()
 
 
-async def test_capacity_limits_concurrent_workers(tmp_path):
-    s = settings(cpuSlots=1)
+@pytest.mark.parametrize("warm", [False, True])
+async def test_capacity_limits_concurrent_workers(tmp_path, warm):
+    s = settings(warm, cpuSlots=1)
     target = LocalTarget(s)
     assert target.capacity == 1
     seen: list[int] = []
@@ -152,6 +159,7 @@ async def test_capacity_limits_concurrent_workers(tmp_path):
     watcher.cancel()
     assert [r.status for r in results] == ["ok", "ok"]
     assert max(seen) == 1
+    await target.close()
 
 
 class ScriptedTarget:
@@ -194,3 +202,43 @@ async def test_retime_is_evaluate_without_the_cache(tmp_path):
     assert evaluator.stats == {"evaluations": 3, "cache_hits": 3, "gate_rejections": 0}
     rejected = await evaluator.retime(BASE, (CANDIDATES / "torch_ref.py").read_text(), "add")
     assert rejected.status == "rejected" and len(target.requests) == 3  # the gate still runs
+
+
+@pytest.mark.slow
+async def test_warm_slot_is_reused_and_a_killed_worker_is_replaced(tmp_path):
+    target = LocalTarget(settings(cpuSlots=1))
+    evaluator = Evaluator(target, settings(cpuSlots=1))
+    first = await evaluator.evaluate(BASE, OK, "add", use_cache=False)
+    (pid,) = target.warm.pids
+    second = await evaluator.evaluate(BASE, BASE, "add", use_cache=False)
+    assert [first.status, second.status] == ["ok", "ok"]
+    assert target.warm.pids == {pid}  # the same warm worker served both
+    assert second.eval_s < first.eval_s  # no python start, no import
+    os.kill(pid, signal.SIGKILL)  # dies while idle: replaced at the next evaluation
+    while alive(pid):
+        await asyncio.sleep(0.02)
+    third = await evaluator.evaluate(BASE, OK, "add", use_cache=False)
+    assert third.status == "ok", third.message
+    assert pid not in target.warm.pids and len(target.warm.pids) == 1
+    await target.close()
+    assert target.warm.pids == set()
+
+
+@pytest.mark.slow
+async def test_changed_stack_restarts_the_slot(tmp_path, monkeypatch):
+    from accelopt_core.targets import warm
+
+    target = LocalTarget(settings(cpuSlots=1))
+    assert (await target.evaluate(_request(OK))).status == "ok"
+    (pid,) = target.warm.pids
+    real = warm.stack_stamp
+    monkeypatch.setattr(warm, "stack_stamp", lambda python: (*real(python), "upgraded"))
+    assert (await target.evaluate(_request(OK))).status == "ok"
+    assert pid not in target.warm.pids and not alive(pid)
+    await target.close()
+
+
+def _request(candidate: str) -> EvalRequest:
+    return EvalRequest(
+        candidate_source=candidate, harness_source=BASE, entry="add", seeds=[1], rep_ms=5.0
+    )

@@ -1,15 +1,21 @@
 """Running the evaluation worker for real in tests: the candidate fixtures of tests/candidates/,
-the request they are sent with, and the batch of worker runs several test modules share."""
+the request they are sent with, and the batch of worker runs several test modules share.
+
+Two modes: ``cold`` (a fresh ``python -c BOOTSTRAP`` per request, the shipped worker) and
+``warm`` (requests framed to a warm worker, :mod:`accelopt_core.onsite.zygote`, that forks one
+child per request): :class:`WarmRunner`."""
 
 from __future__ import annotations
 
+import json
+import struct
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
-from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
+from accelopt_core.targets.shipping import bundle, decode_result, encode_stdin, worker_argv
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 BASE = (CANDIDATES / "add.py").read_text()
@@ -37,18 +43,74 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+MODES = ("cold", "warm")
+
+
+class WarmRunner:
+    """A warm worker (``python -c BOOTSTRAP`` + ``bundle("zygote")``) driven synchronously:
+    :meth:`run` sends one request frame and reads its result frame."""
+
+    def __init__(self, argv=None, env=None, cwd=None) -> None:
+        self.proc = subprocess.Popen(
+            argv or worker_argv(sys.executable),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        self.proc.stdin.write(bundle("zygote"))
+        self.proc.stdin.flush()
+        self.hello = json.loads(self._frame(b"H"))
+
+    def _frame(self, kind: bytes) -> bytes:
+        head = self.proc.stdout.read(9)
+        assert head[:1] == kind, f"no {kind!r} frame from the warm worker: {head!r}"
+        return self.proc.stdout.read(struct.unpack("<Q", head[1:])[0])
+
+    def run_raw(self, request: EvalRequest | dict) -> dict:
+        """The result frame's JSON (a probe's ``devices`` included)."""
+        body = json.dumps(request.to_dict() if isinstance(request, EvalRequest) else request)
+        self.proc.stdin.write(b"E" + struct.pack("<Q", len(body)) + body.encode())
+        self.proc.stdin.flush()
+        return json.loads(self._frame(b"R"))
+
+    def run(self, request: EvalRequest | dict) -> EvalResult:
+        return EvalResult.from_dict(self.run_raw(request))
+
+    def close(self) -> int:
+        """End-of-file: the worker exits; its exit status."""
+        self.proc.stdin.close()
+        return self.proc.wait(30)
+
+
+def make_request(candidate: str, **fields) -> EvalRequest:
+    fields.setdefault("seeds", [1, 2])
+    fields.setdefault("rep_ms", 5.0)
+    fields.setdefault("timeout_s", 90.0)
+    return EvalRequest(candidate_source=candidate, harness_source=BASE, entry="add", **fields)
+
+
 def run_worker(
     candidate: str,
     *,
     argv: list[str] | None = None,
     env: dict | None = None,
     cwd: str | None = None,
+    mode: str = "cold",
+    runner: WarmRunner | None = None,
     **fields,
-) -> tuple[EvalResult, subprocess.CompletedProcess]:
-    fields.setdefault("seeds", [1, 2])
-    fields.setdefault("rep_ms", 5.0)
-    fields.setdefault("timeout_s", 90.0)
-    request = EvalRequest(candidate_source=candidate, harness_source=BASE, entry="add", **fields)
+) -> tuple[EvalResult, subprocess.CompletedProcess | WarmRunner]:
+    """One request through the cold worker, or (``mode="warm"``) a warm one: ``runner`` or
+    a new one (closed afterwards)."""
+    request = make_request(candidate, **fields)
+    if mode == "warm" or runner is not None:
+        warm = runner or WarmRunner(argv, env, cwd)
+        try:
+            return warm.run(request), warm
+        finally:
+            if runner is None:
+                assert warm.close() == 0
     proc = subprocess.run(
         argv or worker_argv(sys.executable),
         # python -m ...worker reads the bare request JSON; python -c BOOTSTRAP the shipped form
@@ -56,7 +118,7 @@ def run_worker(
         capture_output=True,
         env=env,
         cwd=cwd,
-        timeout=fields["timeout_s"] + 60,
+        timeout=request.timeout_s + 60,
     )
     return decode_result(proc.stdout, proc.stderr, proc.returncode), proc
 
@@ -78,8 +140,16 @@ BATCH = {
 }
 
 
-def run_batch() -> dict[str, EvalResult]:
-    """Every candidate of :data:`BATCH` through the shipped worker, 2 at a time."""
+def run_batch(mode: str = "cold") -> dict[str, EvalResult]:
+    """Every candidate of :data:`BATCH`: cold, through the shipped worker, 2 at a time; warm,
+    one after another on ONE warm worker (each candidate on the slot its predecessor crashed,
+    exited or ate memory in), which must survive them all."""
+    if mode == "warm":
+        runner = WarmRunner()
+        out = {n: run_worker(src(f"{n}.py"), runner=runner, **BATCH[n])[0] for n in BATCH}
+        assert runner.proc.poll() is None, "a candidate took the warm worker down"
+        assert runner.close() == 0
+        return out
 
     def one(name: str) -> tuple[str, EvalResult]:
         return name, run_worker(src(f"{name}.py"), **BATCH[name])[0]

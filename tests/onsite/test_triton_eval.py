@@ -8,14 +8,15 @@ import ast
 import pytest
 
 from accelopt_core.onsite import failures
-from tests.onsite.runs import BASE, line_of, run_worker, src
+from tests.onsite.runs import BASE, MODES, line_of, run_worker, src
 
 # --- compile errors ------------------------------------------------------------------------
 
 
-def test_syntax_error_is_a_compile_error_with_its_line():
+@pytest.mark.parametrize("mode", MODES)
+def test_syntax_error_is_a_compile_error_with_its_line(mode):
     bad = BASE.replace("    n = x.numel()\n", "    n = x.numel(\n")
-    result, _ = run_worker(bad, source_name="syntax.py")
+    result, _ = run_worker(bad, source_name="syntax.py", mode=mode)
     assert result.status == "compile_error"
     assert "SyntaxError" in result.message
     assert result.line == line_of(bad, "n = x.numel(")

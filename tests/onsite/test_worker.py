@@ -13,19 +13,30 @@ import pytest
 from accelopt_core.onsite import protocol
 from accelopt_core.onsite.protocol import HARNESS_VERSION
 from accelopt_core.targets.shipping import BOOTSTRAP, decode_result, encode_stdin, worker_argv
-from tests.onsite.runs import BASE, WORKER_MODULE_ARGV, line_of, run_worker, src
+from tests.onsite.runs import (
+    BASE,
+    MODES,
+    WORKER_MODULE_ARGV,
+    WarmRunner,
+    line_of,
+    run_worker,
+    src,
+)
 
 # --- correct candidates --------------------------------------------------------------------
 
 
 @pytest.mark.slow
-def test_correct_candidate_is_timed_in_the_interpreter_and_leaves_no_files(tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_correct_candidate_is_timed_in_the_interpreter_and_leaves_no_files(tmp_path, mode):
     home, tmp, cwd = (tmp_path / d for d in ("home", "tmp", "cwd"))
     for d in (home, tmp, cwd):
         d.mkdir()
     env = dict(os.environ, HOME=str(home), TMPDIR=str(tmp))
     env.pop("TRITON_CACHE_DIR", None)
-    result, proc = run_worker(BASE, env=env, cwd=str(cwd), source_name="add.py", seeds=[1, 2, 3])
+    result, proc = run_worker(
+        BASE, env=env, cwd=str(cwd), source_name="add.py", seeds=[1, 2, 3], mode=mode
+    )
     assert result.status == "ok", result.message
     assert result.timing == "interpreter"
     assert "interpreter" in result.message
@@ -36,7 +47,8 @@ def test_correct_candidate_is_timed_in_the_interpreter_and_leaves_no_files(tmp_p
     assert result.harness_version == HARNESS_VERSION == protocol.HARNESS_VERSION
     # 3 * 200 float32 elements moved per call: GB/s = bytes / latency
     assert result.gbps == pytest.approx(3 * 200 * 4 / (result.latency_ms * 1e-3) / 1e9)
-    assert proc.stdout.decode().strip().splitlines()[-1].startswith(protocol.SENTINEL)
+    if mode == "cold":  # the warm worker answers in frames, not a sentinel line
+        assert proc.stdout.decode().strip().splitlines()[-1].startswith(protocol.SENTINEL)
     leftovers = [p for d in (home, tmp, cwd) for p in d.rglob("*")]
     assert leftovers == []
 
@@ -69,10 +81,11 @@ def test_gate_rejects_with_line_via_the_worker_file(name, needle, words):
 # --- what the target lacks, bad requests, the probe ----------------------------------------
 
 
-def test_missing_torch_on_the_target_is_reported():
+@pytest.mark.parametrize("mode", MODES)
+def test_missing_torch_on_the_target_is_reported(mode):
     # -S: no site-packages, as on a bare remote python without torch
     argv = [sys.executable, "-S", "-c", BOOTSTRAP]
-    result, _ = run_worker(src("ok_block128.py"), argv=argv)
+    result, _ = run_worker(src("ok_block128.py"), argv=argv, mode=mode)
     assert result.status == "runtime_error"
     assert "torch is not installed" in result.message
 
@@ -90,13 +103,19 @@ def test_bad_request_still_gets_one_result_line():
     assert result.status == "runtime_error" and "bad request" in result.message
 
 
-def test_probe_reports_devices_and_versions():
-    proc = subprocess.run(
-        worker_argv(sys.executable),
-        input=encode_stdin({"probe": True}),
-        capture_output=True,
-        timeout=120,
-    )
-    data = protocol.parse_result_line(proc.stdout)
+@pytest.mark.parametrize("mode", MODES)
+def test_probe_reports_devices_and_versions(mode):
+    if mode == "warm":
+        runner = WarmRunner()
+        data = runner.run_raw({"probe": True})
+        assert runner.close() == 0
+    else:
+        proc = subprocess.run(
+            worker_argv(sys.executable),
+            input=encode_stdin({"probe": True}),
+            capture_output=True,
+            timeout=120,
+        )
+        data = protocol.parse_result_line(proc.stdout)
     assert data["status"] == "ok" and data["devices"] == ["cpu"]
     assert data["timing"] == "interpreter" and "torch" in data["versions"]

@@ -15,9 +15,16 @@ from pathlib import Path
 import pytest
 
 from accelopt_core.onsite.protocol import EvalRequest
-from accelopt_core.targets.shipping import BOOTSTRAP, bundle, decode_result, encode_stdin
+from accelopt_core.targets.shipping import (
+    BOOTSTRAP,
+    bundle,
+    decode_result,
+    encode_stdin,
+    encode_warm,
+)
 from accelopt_core.targets.ssh.agent import RemoteAgent, read_hello
 from tests.remote_fixtures import processes_matching
+from tests.targets.procs import children
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 
@@ -34,6 +41,16 @@ def request(name: str, **fields) -> EvalRequest:
         source_name=name,
         **fields,
     )
+
+
+#: How the client frames a request to the agent: a cold worker per request (``E``) or the
+#: agent's warm worker (``W``).
+FRAMES = {"cold": (b"E", encode_stdin), "warm": (b"W", encode_warm)}
+
+
+async def roundtrip(agent: RemoteAgent, mode: str, req) -> tuple[int, bytes, bytes]:
+    kind, encode = FRAMES[mode]
+    return await agent.roundtrip(encode(req), kind)
 
 
 async def start_agent_here(env: dict[str, str] | None = None) -> RemoteAgent:
@@ -54,28 +71,30 @@ async def start_agent_here(env: dict[str, str] | None = None) -> RemoteAgent:
     return RemoteAgent(device="0", conn=None, proc=proc, hello=hello)
 
 
-async def test_agent_says_hello_runs_frames_and_exits_at_eof() -> None:
+@pytest.mark.parametrize("mode", FRAMES)
+async def test_agent_says_hello_runs_frames_and_exits_at_eof(mode: str) -> None:
     agent = await start_agent_here()
     proc = agent.proc
     assert agent.hello["pid"] == proc.pid
     assert agent.hello["python"] == sys.version.split()[0]
     assert agent.hello["devices"] and agent.hello["torch"]
     assert agent.hello["cwd"] == str(Path(__file__).parent)
-    ok = decode_result(*_reordered(await agent.roundtrip(encode_stdin(request("add.py")))))
+    ok = decode_result(*_reordered(await roundtrip(agent, mode, request("add.py"))))
     assert ok.status == "ok", ok
-    bad = decode_result(*_reordered(await agent.roundtrip(encode_stdin(request("zeros.py")))))
+    bad = decode_result(*_reordered(await roundtrip(agent, mode, request("zeros.py"))))
     assert bad.status == "incorrect"
     proc.stdin.close()
     assert await asyncio.wait_for(proc.wait(), 30) == 0
 
 
-async def test_eof_kills_the_running_worker_and_candidate() -> None:
+@pytest.mark.parametrize("mode", FRAMES)
+async def test_eof_kills_the_running_worker_and_candidate(mode: str) -> None:
     marker = f"ACCELOPT_MARK_{uuid.uuid4().hex}"
     agent = await start_agent_here({"ACCELOPT_TEST_MARK": marker})
-    reply = asyncio.ensure_future(agent.roundtrip(encode_stdin(request("hang.py"))))
+    reply = asyncio.ensure_future(roundtrip(agent, mode, request("hang.py")))
     deadline = time.monotonic() + 60
     while len(processes_matching(marker)) < 3 and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)  # agent + worker + candidate
+        await asyncio.sleep(0.1)  # agent + (cold or warm) worker + candidate
     assert len(processes_matching(marker)) >= 3
     agent.proc.stdin.close()
     assert await asyncio.wait_for(agent.proc.wait(), 30) == 0
@@ -88,6 +107,25 @@ async def test_eof_kills_the_running_worker_and_candidate() -> None:
     except asyncio.IncompleteReadError:
         return
     assert returncode == -9  # SIGKILL
+
+
+async def test_killed_warm_worker_is_a_classified_failure_and_is_replaced() -> None:
+    agent = await start_agent_here()
+    reply = asyncio.ensure_future(roundtrip(agent, "warm", request("hang.py")))
+    deadline = time.monotonic() + 60
+    while not children(agent.proc.pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    (warm,) = children(agent.proc.pid)
+    while len(children(warm)) < 1 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)  # the warm worker forked the candidate
+    os.kill(warm, 9)
+    killed = decode_result(*_reordered(await asyncio.wait_for(reply, 30)))
+    assert killed.status == "runtime_error" and "SIGKILL" in killed.message
+    again = decode_result(*_reordered(await roundtrip(agent, "warm", request("add.py"))))
+    assert again.status == "ok", again
+    assert children(agent.proc.pid) != [warm]  # a new warm worker
+    agent.proc.stdin.close()
+    assert await asyncio.wait_for(agent.proc.wait(), 30) == 0
 
 
 def test_ray_task_travels_by_value(tmp_path: Path) -> None:

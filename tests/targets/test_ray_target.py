@@ -5,6 +5,8 @@ interpreter; no test double."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -53,7 +55,8 @@ def test_bad_spec() -> None:
 async def test_batch_same_verdicts_as_local_then_cancel(
     ray_head: LoopbackRayHead,  # noqa: F811
 ) -> None:
-    settings = Settings(target=ray_head.url)
+    # the cold path: one Ray task per evaluation (the warm actors: tests below)
+    settings = Settings(target=ray_head.url, evaluation={"warmWorkers": False})
     target = make_target(settings)
     assert isinstance(target, RayTarget)
     try:
@@ -124,3 +127,49 @@ async def _wait_for(cond, timeout_s: float) -> None:
             return
         await asyncio.sleep(0.2)
     raise AssertionError("condition not reached")
+
+
+async def test_warm_actor_evaluates_in_a_row_and_recovers_from_a_killed_worker(
+    ray_head: LoopbackRayHead,  # noqa: F811
+) -> None:
+    settings = Settings(target=ray_head.url)
+    target = make_target(settings)
+    try:
+        names = ["add.py", "zeros.py", "kernel_compile_error.py"]
+        results = [await target.evaluate(request(n)) for n in names]
+        local = LocalTarget(settings)
+        expected = [await local.evaluate(request(n)) for n in names]
+        await local.close()
+        for name, r, loc in zip(names, results, expected, strict=True):
+            assert (r.status, r.message) == (loc.status, loc.message), (name, r, loc)
+        (actor,) = target.warm.actors  # one warm actor served all three, in a row
+        assert results[1].eval_s < results[0].eval_s  # no python start, no import
+        _, warm_pid = await asyncio.to_thread(ray_get, actor.pids.remote())
+        hung = asyncio.ensure_future(target.evaluate(request("hang.py", timeout_s=300)))
+        await _wait_for(lambda: len(processes_matching(AGENT_MARK)) >= 2, 60)  # + candidate
+        os.kill(warm_pid, signal.SIGKILL)  # the remote worker dies mid-search
+        killed = await asyncio.wait_for(hung, 60)
+        assert killed.status == "runtime_error" and "SIGKILL" in killed.message
+        again = await asyncio.wait_for(target.evaluate(request("add.py")), 120)
+        assert again.status == "ok", again
+        _, new_pid = await asyncio.to_thread(ray_get, actor.pids.remote())
+        assert new_pid not in (None, warm_pid)  # the same actor, a new warm worker
+        # cancelling kills the actor with its warm worker and candidate; the slot recovers
+        task = asyncio.ensure_future(target.evaluate(request("hang.py", timeout_s=300)))
+        await _wait_for(lambda: len(processes_matching(AGENT_MARK)) >= 2, 60)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await _wait_for(lambda: not processes_matching(AGENT_MARK), 30)
+        assert target.warm.actors == set()
+        last = await asyncio.wait_for(target.evaluate(request("add.py")), 120)
+        assert last.status == "ok", last
+    finally:
+        await target.close()
+    await _wait_for(lambda: not processes_matching(AGENT_MARK), 30)
+
+
+def ray_get(ref):
+    import ray
+
+    return ray.get(ref, timeout=60)

@@ -24,6 +24,7 @@ from accelopt_core.targets.base import TargetError
 from accelopt_core.targets.local import LocalTarget
 from accelopt_core.targets.ssh import SSHAddress, SSHTarget
 from tests.remote_fixtures import LoopbackSSHD, processes_matching, sshd  # noqa: F401
+from tests.targets.procs import children
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATES = ROOT / "tests" / "candidates"
@@ -44,7 +45,7 @@ def request(name: str, **fields) -> EvalRequest:
     )
 
 
-def ssh_settings(server: LoopbackSSHD, **ssh) -> Settings:
+def ssh_settings(server: LoopbackSSHD, warm: bool = True, **ssh) -> Settings:
     options = {
         "python": sys.executable,
         "devices": "0,1",
@@ -53,7 +54,7 @@ def ssh_settings(server: LoopbackSSHD, **ssh) -> Settings:
         "connectTimeoutS": 10,
     }
     options.update(ssh)
-    return Settings(target=server.url, ssh=options)
+    return Settings(target=server.url, ssh=options, evaluation={"warmWorkers": warm})
 
 
 async def wait_gone(marker: str, timeout_s: float = 10.0) -> list[int]:
@@ -91,9 +92,10 @@ async def test_make_target_builds_ssh(sshd: LoopbackSSHD) -> None:  # noqa: F811
 
 
 @pytest.mark.slow
-async def test_same_verdicts_as_local(sshd: LoopbackSSHD, tmp_path: Path) -> None:  # noqa: F811
+@pytest.mark.parametrize("warm", [False, True])
+async def test_same_verdicts_as_local(sshd: LoopbackSSHD, tmp_path: Path, warm: bool) -> None:  # noqa: F811
     names = ["add.py", "ok_block128.py", "zeros.py", "kernel_compile_error.py"]
-    settings = ssh_settings(sshd)
+    settings = ssh_settings(sshd, warm)
     remote = SSHTarget(settings)
     local = LocalTarget(settings)
     try:
@@ -155,9 +157,11 @@ async def test_remote_python_missing_or_without_torch(
     assert "torch" in (result.message or "")
 
 
-async def test_cancel_kills_the_remote_candidate(sshd: LoopbackSSHD) -> None:  # noqa: F811
+@pytest.mark.parametrize("warm", [False, True])
+async def test_cancel_kills_the_remote_candidate(sshd: LoopbackSSHD, warm: bool) -> None:  # noqa: F811
     marker = f"ACCELOPT_MARK_{uuid.uuid4().hex}"
-    target = SSHTarget(ssh_settings(sshd, devices="0"), env={"ACCELOPT_TEST_MARK": marker})
+    settings = ssh_settings(sshd, warm, devices="0")
+    target = SSHTarget(settings, env={"ACCELOPT_TEST_MARK": marker})
     await target.probe()
     task = asyncio.ensure_future(target.evaluate(request("hang.py", timeout_s=120)))
     deadline = time.monotonic() + 60
@@ -172,6 +176,33 @@ async def test_cancel_kills_the_remote_candidate(sshd: LoopbackSSHD) -> None:  #
     result = await asyncio.wait_for(target.evaluate(request("add.py")), 120)
     assert result.status == "ok"
     await target.close()
+    assert await wait_gone(marker) == []
+
+
+async def test_warm_worker_lives_on_the_remote_and_a_killed_one_is_replaced(
+    sshd: LoopbackSSHD,  # noqa: F811
+) -> None:
+    marker = f"ACCELOPT_MARK_{uuid.uuid4().hex}"
+    target = SSHTarget(ssh_settings(sshd, devices="0"), env={"ACCELOPT_TEST_MARK": marker})
+    try:
+        first = await target.evaluate(request("add.py"))
+        second = await target.evaluate(request("zeros.py"))
+        assert [first.status, second.status] == ["ok", "incorrect"], (first, second)
+        agent = target._agents["0"].hello["pid"]
+        (warm,) = children(agent)  # one warm worker served both, and stays for the next
+        assert first.eval_s > second.eval_s  # the second paid no python start nor import
+        hung = asyncio.ensure_future(target.evaluate(request("hang.py")))
+        deadline = time.monotonic() + 60
+        while not children(warm) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        os.kill(warm, 9)  # the remote worker dies mid-search
+        killed = await asyncio.wait_for(hung, 30)
+        assert killed.status == "runtime_error" and "SIGKILL" in killed.message
+        again = await target.evaluate(request("add.py"))
+        assert again.status == "ok", again
+        assert children(agent) and children(agent) != [warm]  # replaced, same agent
+    finally:
+        await target.close()
     assert await wait_gone(marker) == []
 
 
@@ -282,7 +313,7 @@ async def test_short_search_through_ssh(sshd: LoopbackSSHD, tmp_path: Path) -> N
     finally:
         await engine.close()
         await target.close()
-    assert report.baseline.result.status == "ok"
+    assert report.baseline.result.status == "ok", report.baseline.result.message
     assert report.target == settings.target
     assert report.evaluated >= 2
     assert "runtime_error" not in report.failures and "timeout" not in report.failures

@@ -74,8 +74,9 @@ class RemoteAgent:
         with contextlib.suppress(Exception):
             self.proc.close()
 
-    async def roundtrip(self, payload: bytes) -> tuple[int, bytes, bytes]:
-        """Send one ``E`` frame and wait for its ``R`` frame.
+    async def roundtrip(self, payload: bytes, kind: bytes = b"E") -> tuple[int, bytes, bytes]:
+        """Send one ``E`` frame (a cold worker's payload) or ``W`` frame (a warm worker's:
+        :func:`~accelopt_core.targets.shipping.encode_warm`) and wait for its ``R`` frame.
 
         Returns:
             ``(returncode, stdout, stderr)`` of the worker.
@@ -84,7 +85,7 @@ class RemoteAgent:
             ConnectionError: the reply is not an ``R`` frame; asyncssh or
                 ``asyncio.IncompleteReadError`` when the channel breaks.
         """
-        self.proc.stdin.write(b"E" + struct.pack("<Q", len(payload)) + payload)
+        self.proc.stdin.write(kind + struct.pack("<Q", len(payload)) + payload)
         head = await self.proc.stdout.readexactly(21)
         if head[:1] != b"R":
             raise ConnectionError(f"unexpected reply from the remote agent: {head[:16]!r}")

@@ -4,10 +4,13 @@ Nothing of this project is installed on the remote, and nothing is written there
 configured device the target keeps one long-lived agent on the remote
 (:mod:`accelopt_core.onsite.agent`, started by :mod:`.agent` inside an SSH session channel of
 the target's one connection, :mod:`.connection`). Each evaluation goes to the agent of a free
-device as a framed payload (:func:`accelopt_core.targets.shipping.encode_stdin`: the onsite
-bundle plus the request); the agent runs it in a fresh worker process ``[python, "-c",
-BOOTSTRAP]`` (exactly what the local target runs) and sends back the worker's stdout, stderr
-and exit status, which :func:`~accelopt_core.targets.shipping.decode_result` turns into an
+device as a framed payload (:func:`accelopt_core.targets.shipping.encode_warm` /
+``encode_stdin``: the onsite bundle plus the request). With ``accelopt.evaluation.warmWorkers``
+(the default) the agent keeps a warm worker for the connection's lifetime (torch and triton
+imported once, one forked child per candidate: :mod:`accelopt_core.onsite.warmhost`); else it
+runs a fresh worker process ``[python, "-c", BOOTSTRAP]`` (exactly what the local target runs)
+per evaluation. Either way it sends back stdout, stderr and exit status, which
+:func:`~accelopt_core.targets.shipping.decode_result` turns into an
 :class:`~accelopt_core.onsite.protocol.EvalResult`. Keeping the agent alive saves the SSH
 session start-up and the remote login shell (``~/.bashrc`` with conda or pyenv init often
 costs 100-300 ms) on every evaluation.
@@ -27,7 +30,7 @@ from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets.base import TargetError
 from accelopt_core.targets.pool import DevicePool, pinned
-from accelopt_core.targets.shipping import decode_result, encode_stdin
+from accelopt_core.targets.shipping import decode_result, encode_stdin, encode_warm
 from accelopt_core.targets.ssh.address import SSHAddress
 from accelopt_core.targets.ssh.agent import (
     AGENT_START_S,
@@ -71,6 +74,7 @@ class SSHTarget:
         self.name = settings.target
         self.address = SSHAddress.parse(settings.target)
         self._opts = settings.ssh
+        self._warm = settings.evaluation.warm_workers
         self._env = dict(env or {})
         self.devices = [d.strip() for d in settings.ssh.devices.split(",") if d.strip()]
         if not self.devices:
@@ -202,7 +206,11 @@ class SSHTarget:
         channel (the agent then kills the evaluation)."""
         limit = request.timeout_s + TIMEOUT_MARGIN_S
         try:
-            rc, out, err = await asyncio.wait_for(agent.roundtrip(encode_stdin(request)), limit)
+            if self._warm:
+                exchange = agent.roundtrip(encode_warm(request), b"W")
+            else:
+                exchange = agent.roundtrip(encode_stdin(request))
+            rc, out, err = await asyncio.wait_for(exchange, limit)
         except asyncio.TimeoutError:
             self._drop_agent(agent.device)
             return EvalResult.failure(

@@ -1,0 +1,171 @@
+"""A warm worker hosted by a long-lived process on the target: the ssh agent (:mod:`.agent`)
+for the connection's lifetime, or the Ray target's actor per device (:class:`WarmActor`).
+
+The host receives payloads in the cold worker's form, ``bundle("zygote")`` + the request JSON
+(:func:`accelopt_core.targets.shipping.encode_warm`), starts :mod:`.zygote` with that bundle
+when it has none running (or the bundle or the installed stack changed), frames the request to
+it and answers in the cold worker's form too, ``(returncode, stdout, stderr)`` with the
+result as the sentinel line on stdout, so the client decodes both paths alike. A zygote that
+died (or was killed) mid-request gives its exit status and stderr tail (a classified
+``runtime_error`` on the client) and is replaced at the next request.
+
+The zygote is started with ``PR_SET_PDEATHSIG`` towards the thread that starts it: call
+:meth:`WarmHost.ensure` from a thread that lives as long as the host (the agent's main thread).
+Standard library only; nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from importlib import metadata
+
+from .protocol import SENTINEL
+
+_STDERR_TAIL = 4000
+
+
+def split_payload(payload: bytes) -> tuple[bytes, bytes]:
+    """``(bundle, request JSON)`` of a warm payload (``b"<N>\\n"`` + N bytes + request).
+
+    Raises:
+        ValueError: no length line.
+    """
+    end = payload.index(b"\n")
+    n = int(payload[:end])
+    return payload[: end + 1 + n], payload[end + 1 + n :]
+
+
+def stack_versions() -> tuple:
+    """Installed torch, triton, numpy, neuronxcc versions (None when missing)."""
+    out = []
+    for dist in ("torch", "triton", "numpy", "neuronxcc"):
+        try:
+            out.append(metadata.version(dist))
+        except Exception:
+            out.append(None)
+    return tuple(out)
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when the thread that started it ends."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class WarmHost:
+    """One zygote kept warm by this process.
+
+    Args:
+        argv: the command that runs a shipped program (``[python, "-c", BOOTSTRAP, ...]``).
+    """
+
+    def __init__(self, argv: list[str]) -> None:
+        self._argv = list(argv)
+        self.proc: subprocess.Popen | None = None
+        self._key: tuple | None = None
+        self._stderr = bytearray()
+
+    def ensure(self, boot: bytes) -> None:
+        """Have a live zygote started from ``boot`` with the stack installed now (start or
+        restart it; a failed start shows at :meth:`evaluate`)."""
+        key = (boot, stack_versions())
+        if self.proc is not None and self.proc.poll() is None and key == self._key:
+            return
+        self.kill()
+        self._key, self._stderr = key, bytearray()
+        self.proc = subprocess.Popen(
+            self._argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        try:
+            self.proc.stdin.write(boot)
+            self.proc.stdin.flush()
+            self._frame(b"H")
+        except (OSError, ValueError):
+            pass  # died at start: evaluate() reports its exit status and stderr
+
+    def _drain(self, proc: subprocess.Popen) -> None:
+        while chunk := proc.stderr.read1(65536):
+            if proc is self.proc:
+                self._stderr += chunk
+                del self._stderr[: max(0, len(self._stderr) - _STDERR_TAIL)]
+
+    def _frame(self, kind: bytes) -> bytes:
+        """The next ``kind`` frame's body. Raises OSError at end-of-file."""
+        head = self.proc.stdout.read(9)
+        if len(head) != 9 or head[:1] != kind:
+            raise OSError("the warm worker closed its output")
+        (n,) = struct.unpack("<Q", head[1:])
+        body = self.proc.stdout.read(n)
+        if len(body) != n:
+            raise OSError("the warm worker closed its output")
+        return body
+
+    def evaluate(self, request: bytes) -> tuple[int, bytes, bytes]:
+        """Frame ``request`` (JSON) to the zygote: ``(0, sentinel line, b"")``, or the dead
+        zygote's ``(returncode, b"", stderr tail)``."""
+        try:
+            self.proc.stdin.write(b"E" + struct.pack("<Q", len(request)) + request)
+            self.proc.stdin.flush()
+            body = self._frame(b"R")
+        except (OSError, ValueError, AttributeError):
+            rc = self.proc.wait() if self.proc is not None else 127
+            return rc, b"", bytes(self._stderr)
+        return 0, b"\n" + SENTINEL.encode() + body + b"\n", b""
+
+    def kill(self) -> None:
+        """SIGKILL the zygote's process tree (its running child included) and reap it."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.kill()
+        proc.wait()
+
+
+def host_argv(bootstrap: str, *args: str) -> list[str]:
+    """``[sys.executable, "-c", bootstrap, *args]``: the program a host runs its zygote with."""
+    return [sys.executable, "-c", bootstrap, *args]
+
+
+class WarmActor:
+    """The Ray target's actor per device (its class travels by value, like the Ray task): it
+    hosts one warm worker on its node for the actor's lifetime. Killing the actor kills the
+    warm worker (parent-death signal) and its candidate (the same rule, one level down).
+
+    Args:
+        bootstrap: the ``python -c`` program (``accelopt_core.targets.shipping.BOOTSTRAP``).
+        mark: an extra argument on the warm worker's command line (the Ray task mark).
+    """
+
+    def __init__(self, bootstrap: str, mark: str) -> None:
+        self.host = WarmHost(host_argv(bootstrap, mark))
+
+    def evaluate(self, payload: bytes) -> tuple[int, bytes, bytes]:
+        """Run one warm payload (``encode_warm``): ``(returncode, stdout, stderr)`` as the
+        cold worker gives them."""
+        boot, request = split_payload(payload)
+        self.host.ensure(boot)
+        return self.host.evaluate(request)
+
+    def pids(self) -> tuple[int, int | None]:
+        """``(actor pid, warm worker pid or None)`` (diagnostics, tests)."""
+        proc = self.host.proc
+        return os.getpid(), proc.pid if proc is not None and proc.poll() is None else None

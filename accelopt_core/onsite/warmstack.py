@@ -1,0 +1,79 @@
+"""The stack a warm worker (:mod:`.zygote`) imports once, and its alignment in each child.
+
+Triton decorates its own standard library (``tl.max``, ``tl.sum``, ...) when
+``triton.language`` is imported: as interpreted functions under ``TRITON_INTERPRET=1``, else as
+compiled ones. So the warm parent imports triton in the mode its candidates will most likely
+run in, decided WITHOUT initialising CUDA (a CUDA context, even ``cuInit``, does not survive
+``fork``): the interpreter unless torch is a CUDA/ROCm build, a GPU device node exists and
+``CUDA_VISIBLE_DEVICES`` is not empty. A preset ``TRITON_INTERPRET`` is respected. The child,
+after pinning its device, decides as the cold path does (``torch.cuda.is_available()``,
+allowed there) and, when that differs from the parent's mode, drops the pure-Python triton
+modules so the evaluation imports them afresh in the right mode (~50 ms; the compiled
+extension ``triton._C`` is kept, and Triton's on-disk compile cache stays shared).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+#: The TRITON_INTERPRET mode triton was preloaded in (None: not preloaded, the cold path).
+_preloaded_interpret: bool | None = None
+
+_MODULES = ("numpy", "torch", "triton", "triton.language", "neuronxcc.nki")
+
+
+def _gpu_visible(torch) -> bool:
+    """True when a GPU can be used, judged without initialising CUDA: a CUDA/ROCm build of
+    torch, a device node (``/dev/nvidia0``, ``/dev/kfd``) and ``CUDA_VISIBLE_DEVICES`` not
+    empty or ``-1``."""
+    version = getattr(torch, "version", None)
+    if torch is None or not (getattr(version, "cuda", None) or getattr(version, "hip", None)):
+        return False
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    try:
+        nodes = os.listdir("/dev")
+    except OSError:
+        return False
+    return "kfd" in nodes or any(n.startswith("nvidia") and n[6:].isdigit() for n in nodes)
+
+
+def preload() -> list[str]:
+    """Import the kernel's stack (numpy, torch, triton, the Neuron SDK) without initialising
+    CUDA or the Neuron runtime, triton in the mode :func:`_gpu_visible` suggests; the names
+    imported (a missing one is left to the child, which reports it as the cold path does)."""
+    global _preloaded_interpret
+    done = []
+    for name in _MODULES:
+        if name == "triton" and "TRITON_INTERPRET" not in os.environ:
+            if not _gpu_visible(sys.modules.get("torch")):
+                os.environ["TRITON_INTERPRET"] = "1"
+        try:
+            __import__(name)
+        except Exception:  # missing, or broken: the child reports it per request
+            continue
+        done.append(name)
+    if "triton" in done:
+        _preloaded_interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    return done
+
+
+def align(request: dict) -> None:
+    """In the child, after device pinning: when triton was preloaded in another mode than
+    this request runs in (the cold path's rule: CUDA when ``timing`` is ``auto`` and
+    ``torch.cuda.is_available()``), drop the pure-Python triton modules so they are imported
+    afresh. Does nothing on the cold path."""
+    if _preloaded_interpret is None or "triton" not in sys.modules:
+        return
+    torch = sys.modules.get("torch")
+    auto = (request.get("timing") or "auto") == "auto"
+    use_cuda = bool(auto and torch is not None and torch.cuda.is_available())
+    if use_cuda != _preloaded_interpret:
+        return
+    if use_cuda:
+        os.environ.pop("TRITON_INTERPRET", None)
+    for name in [n for n in sys.modules if n == "triton" or n.startswith("triton.")]:
+        if not name.startswith("triton._C"):
+            del sys.modules[name]
