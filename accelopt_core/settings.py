@@ -158,9 +158,11 @@ class EvaluationSettings(_Model):
         2, ge=1, le=256, description="Concurrent evaluations on a machine without GPUs."
     )
     warm_workers: bool = Field(
-        True,
+        False,
         description="Keep a warm worker per evaluation slot (torch and triton imported once, "
-        "one forked process per candidate); false starts a fresh Python per candidate.",
+        "one forked process per candidate); false starts a fresh Python per candidate. "
+        "Opt-in for now: a known hang when the evaluation timeout changes under a running "
+        "server.",
     )
 
 

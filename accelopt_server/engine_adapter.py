@@ -31,7 +31,8 @@ log = logging.getLogger("accelopt.server.engine")
 
 #: Files longer than this (characters) are parsed in a worker thread.
 THREAD_PARSE_CHARS = 20_000
-#: Memory look-ups for hovers are cached this long (s); a finished search clears the cache.
+#: Memory look-ups for hovers are read again in the background once this old (s); a finished
+#: search clears the cache.
 HOVER_CACHE_S = 10.0
 
 
@@ -46,6 +47,7 @@ class EngineAdapter:
         self._engines: dict[str, Engine] = {}
         self._building: dict[str, asyncio.Future[Engine]] = {}
         self._memory_cache: dict[tuple[Any, ...], tuple[float, Any]] = {}
+        self._refreshing: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
 
     # -- engines --------------------------------------------------------------------------------
 
@@ -202,10 +204,27 @@ class EngineAdapter:
         settings: Settings,
         call: Callable[[OptimizationMemory], Any],
     ) -> Any:
+        """A memory look-up, cached: a hit is answered at once; one older than
+        :data:`HOVER_CACHE_S` is still answered from the cache while a background task reads it
+        again (a search adds experiences as it goes), so a hover never waits for the memory
+        (a thread competing with the search for the GIL) after its first look."""
         hit = self._memory_cache.get(key)
         now = time.monotonic()
-        if hit is not None and now - hit[0] < HOVER_CACHE_S:
+        if hit is not None:
+            if now - hit[0] >= HOVER_CACHE_S and key not in self._refreshing:
+                self._refreshing[key] = asyncio.ensure_future(self._look_up(key, settings, call))
+                self._refreshing[key].add_done_callback(lambda _: self._refreshing.pop(key, None))
             return hit[1]
+        return await self._look_up(key, settings, call)
+
+    async def _look_up(
+        self,
+        key: tuple[Any, ...],
+        settings: Settings,
+        call: Callable[[OptimizationMemory], Any],
+    ) -> Any:
+        """Read the memory in a thread and cache the answer (a problem is an answer too)."""
+        started = time.monotonic()
         engine = await self.engine(settings)
         memory = engine.memory
         if memory is None:
@@ -217,7 +236,7 @@ class EngineAdapter:
             except Exception as exc:
                 why = f"the optimization memory could not be read: {_message(exc)}"
                 value = ([], [], why) if key[0] == "kernel" else ([], why)
-        self._memory_cache[key] = (now, value)
+        self._memory_cache[key] = (started, value)
         return value
 
 

@@ -51,7 +51,9 @@ class SearchJob:
         state: ``queued`` -> ``running`` -> ``finished`` | ``cancelled`` | ``failed``.
         iteration / iterations: current iteration t of T (0 before the first).
         best_speedup: best verified speedup so far (baseline latency / candidate latency).
-        evaluated: candidates evaluated so far.
+        evaluated: candidates evaluated so far (the baseline included).
+        planned: evaluations the search plans, 0 when unknown (see :func:`planned_evaluations`).
+        percent: the work-done percentage reported so far (:meth:`percentage`).
         message: last status line (or the error of a failed job).
         report: the :class:`accelopt_core.search.SearchReport` once it ended.
         version: the document version the search started from.
@@ -67,6 +69,8 @@ class SearchJob:
     iterations: int = 0
     best_speedup: float | None = None
     evaluated: int = 0
+    planned: int = 0
+    percent: int = 0
     message: str = ""
     report: SearchReport | None = None
     started_at: float = field(default_factory=time.time)
@@ -87,6 +91,18 @@ class SearchJob:
             text = f"iteration {self.iteration}/{self.iterations}"
         best = f"best {self.best_speedup:.2f}x" if self.best_speedup else "no improvement yet"
         return f"{text} · {best}"
+
+    def percentage(self) -> int:
+        """Work done, 0..100: the larger of evaluations done / planned and iterations done / T,
+        never decreasing, at most 99 while the search runs and 100 once it ended."""
+        if not self.active:
+            self.percent = 100
+            return 100
+        done = [max(self.iteration - 1, 0) / self.iterations] if self.iterations else []
+        if self.planned:
+            done.append(self.evaluated / self.planned)
+        self.percent = max(self.percent, min(99, int(100 * max(done, default=0.0))))
+        return self.percent
 
     def apply(self, event: SearchEvent) -> None:
         """Follow the search: count iterations, evaluations and the best speedup."""
@@ -133,6 +149,16 @@ class SearchJob:
             "evaluated": self.evaluated,
             "message": self.message,
         }
+
+
+def planned_evaluations(beam_width: int, plans: int, samples: int, iterations: int) -> int:
+    """Evaluations a beam search plans (B, N, K, T as in the settings): the baseline, then
+    N x K rewrites of the baseline in the first iteration and B x N x K in each later one
+    (the beam holds at most B parents). Re-timings of beam entrants are not counted."""
+    per_parent = max(plans, 0) * max(samples, 0)
+    if iterations <= 0:
+        return 1
+    return 1 + per_parent + (iterations - 1) * max(beam_width, 1) * per_parent
 
 
 class _Slots:

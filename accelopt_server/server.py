@@ -33,6 +33,7 @@ from .features import (
     SearchJobsFeature,
     SettingsFeature,
 )
+from .protocol import AccelOptProtocol, strict_converter
 
 log = logging.getLogger("accelopt.server")
 
@@ -42,10 +43,24 @@ class AccelOptServer(LanguageServer):
     through :meth:`call_features`."""
 
     def __init__(self) -> None:
-        super().__init__("accelopt-lsp", __version__)
+        super().__init__(
+            "accelopt-lsp",
+            __version__,
+            protocol_cls=AccelOptProtocol,
+            converter_factory=strict_converter,
+        )
         self.ctx = ServerContext(self)
         for cls in FEATURES:
             self.ctx.add_feature(cls(self.ctx))
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """A failed notification handler or an unreadable message: JSON-RPC errors raised on
+        purpose are logged at debug level; anything else is shown to the user (pygls'
+        default)."""
+        if isinstance(error, JsonRpcException):
+            log.debug("%s", error)
+            return
+        super().report_server_error(error, source)
 
     async def call_features(self, hook: str, *args: Any) -> None:
         """Await ``hook(*args)`` on every feature, in registration order (an exception stops
@@ -113,6 +128,13 @@ def _register_lifecycle(server: AccelOptServer) -> None:
     ) -> None:
         await settings.configuration_changed(params.settings)
 
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    @_safe(None)
+    async def did_change_watched_files(
+        ls: AccelOptServer, params: types.DidChangeWatchedFilesParams
+    ) -> None:
+        await settings.files_changed([change.uri for change in params.changes])
+
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def progress_cancel(ls: AccelOptServer, params: types.WorkDoneProgressCancelParams) -> None:
         search.progress_cancelled(params.token)
@@ -127,7 +149,15 @@ def _register_documents(server: AccelOptServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     @_safe(None)
     async def did_save(ls: AccelOptServer, params: types.DidSaveTextDocumentParams) -> None:
+        await ls.ctx.feature(SettingsFeature).files_changed([params.text_document.uri])
         await ls.document_saved(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: AccelOptServer, params: types.DidChangeTextDocumentParams) -> None:
+        # an applied (or undone) improvement changes what the lenses count
+        st = ls.ctx.docs.states.get(params.text_document.uri)
+        if st is not None and st.reports:
+            ls.ctx.refresh_lenses()
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     async def did_close(ls: AccelOptServer, params: types.DidCloseTextDocumentParams) -> None:

@@ -4,9 +4,12 @@ Starts the real server over stdio (pygls client, VS Code's client capabilities),
 examples/triton/softmax.py, starts ``accelopt.optimize`` on it (offline proposer, many iterations
 so it keeps running), and while the search runs sends N hover requests (on the kernel name and
 on ``tl.exp``) and N code-action requests on the kernel, one at a time, timing each round trip
-with ``time.perf_counter``. Prints p50/p99/max in ms. Target (issue 3): p99 under 20 ms.
+with ``time.perf_counter``. Prints p50/p99/max in ms. Target (issue 12): p99 <= 10 ms.
 
-    python benchmarks/lsp_latency.py [--requests 600] [--memory-dir DIR]
+    python benchmarks/lsp_latency.py [--requests 600] [--memory-dir DIR] [--load N]
+
+``--load N`` starts N busy processes (a pure-Python spin loop each) for the measurement, to see
+the server on a loaded machine; they are stopped at the end.
 
 Runs on CPU: the search's candidates are evaluated by the Triton interpreter in worker
 processes, so this measures the server staying responsive while its target is busy.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import statistics
 import sys
@@ -27,6 +31,19 @@ from lsprotocol import types
 from pytest_lsp import client_capabilities, make_test_lsp_client
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+def start_load(n: int) -> list[multiprocessing.Process]:
+    """``n`` busy processes (daemons: they die with this one)."""
+    procs = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(n)]
+    for proc in procs:
+        proc.start()
+    return procs
 
 
 def pct(values: list[float], q: float) -> float:
@@ -120,7 +137,7 @@ async def main(requests: int, memory_dir: str) -> int:
         )
     await client.shutdown_session()
     worst = max(pct(hover_ms, 99), pct(action_ms, 99))
-    print(f"p99 target < 20 ms: {'met' if worst < 20 else 'NOT met'} (worst p99 {worst:.2f} ms)")
+    print(f"p99 target <= 10 ms: {'met' if worst <= 10 else 'NOT met'} (worst p99 {worst:.2f} ms)")
     return 0
 
 
@@ -128,7 +145,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=600, help="requests of each kind (>= 500)")
     parser.add_argument("--memory-dir", default=None, help="memory directory (default: a temp dir)")
+    parser.add_argument("--load", type=int, default=0, help="busy processes to run meanwhile")
     args = parser.parse_args()
+    load = start_load(args.load)
+    print(f"load: {args.load} busy process(es); os.getloadavg() = {os.getloadavg()}")
     sys.exit(
         asyncio.run(
             main(args.requests, args.memory_dir or tempfile.mkdtemp(prefix="accelopt-mem-"))

@@ -25,6 +25,8 @@ feature method that answers it:
 * ``accelopt.clearResults [uri?]`` -> ``{cleared, reports, profiles}``
 * ``accelopt.listJobs []`` -> ``[{jobId, uri, kernel, state, iteration, iterations,
   bestSpeedup, evaluated, message}]``
+* ``accelopt.showStatus [uri, kernelName]`` -> ``{kernel, message, job?, profile?,
+  improvements}`` (what a lens label runs; also shown as ``window/showMessage``)
 * ``accelopt.applyCandidate [uri, kernelName, candidateId, version]`` -> ``{applied, message?}``
   (for clients without ``codeAction/resolve``: the edit goes out as ``workspace/applyEdit``)
 """
@@ -59,6 +61,7 @@ COMMANDS: dict[str, tuple[type[LanguageFeature], str]] = {
     "accelopt.showMemory": (HoverFeature, "cmd_show_memory"),
     "accelopt.clearResults": (ResultsFeature, "cmd_clear_results"),
     "accelopt.listJobs": (SearchJobsFeature, "cmd_list_jobs"),
+    "accelopt.showStatus": (CodeLensFeature, "cmd_show_status"),
     "accelopt.applyCandidate": (CodeActionsFeature, "cmd_apply_candidate"),
 }
 

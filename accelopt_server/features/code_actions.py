@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcContentModified
+from pygls.exceptions import JsonRpcContentModified, JsonRpcInvalidParams
 
 from accelopt_core.textdiff import split_lines
 
@@ -71,7 +71,7 @@ class CodeActionsFeature(LanguageFeature):
         for kernel in kernels:
             if kf.harness is None:
                 actions.append(self._harness_action(uri, doc, kf, kernel, params.context, support))
-            actions.extend(self._candidate_actions(uri, doc, kf, kernel, support))
+            actions.extend(await self._candidate_actions(uri, doc, kf, kernel, support))
             if runnable(kf):
                 actions.append(self._search_action(uri, kernel))
         only = list(params.context.only or [])
@@ -114,7 +114,7 @@ class CodeActionsFeature(LanguageFeature):
             action.data = None
         return action
 
-    def _candidate_actions(
+    async def _candidate_actions(
         self,
         uri: str,
         doc: TextDocument,
@@ -122,9 +122,12 @@ class CodeActionsFeature(LanguageFeature):
         kernel: KernelInfo,
         support: _ClientSupport,
     ) -> list[types.CodeAction]:
-        """One rewrite per offered improvement of the kernel, best first."""
-        report = self.ctx.feature(ResultsFeature).offered(uri, kf, kernel.name)
-        if report is None:
+        """One rewrite per offered improvement of the kernel, best first (applied ones are
+        retired)."""
+        results = self.ctx.feature(ResultsFeature)
+        report = results.offered(uri, kf, kernel.name)
+        candidates = await results.offered_candidates(uri, kf, kernel.name)
+        if report is None or not candidates:
             return []
         tags = (
             [types.CodeActionTag.LlmGenerated]
@@ -133,7 +136,7 @@ class CodeActionsFeature(LanguageFeature):
         )
         limit = self.ctx.settings(uri).max_code_actions
         actions = []
-        for cand in report.candidates[:limit]:
+        for cand in candidates[:limit]:
             action = types.CodeAction(
                 title=present.candidate_title(cand),
                 kind=types.CodeActionKind.RefactorRewrite,
@@ -169,33 +172,33 @@ class CodeActionsFeature(LanguageFeature):
         return types.CodeAction(title=title, kind=types.CodeActionKind.Refactor, command=command)
 
     async def resolve_code_action(self, action: types.CodeAction) -> types.CodeAction:
-        """``codeAction/resolve``: fill in the edit of a rewrite or a harness insertion.
+        """``codeAction/resolve``: fill in the edit of a rewrite or a harness insertion (an
+        action without data, e.g. optimize, comes back as it is).
 
         Raises:
+            JsonRpcInvalidParams: ``data`` is not what this server put there.
             JsonRpcContentModified: the document changed since the action was offered.
         """
-        data = action.data if isinstance(action.data, dict) else {}
-        kind = data.get("type")
-        if kind == "candidate":
+        if action.data is None:
+            return action
+        data = _resolve_data(action.data)
+        if data["type"] == "candidate":
             try:
                 action.edit, _ = self.edits.candidate(
-                    data.get("uri", ""),
-                    data.get("kernel", ""),
-                    data.get("candidateId", ""),
-                    data.get("version"),
+                    data["uri"], data["kernel"], data["candidateId"], data["version"]
                 )
             except JsonRpcContentModified as exc:
-                log.info("%s", exc.message)
+                log.debug("%s", exc.message)
                 self.ctx.show(types.MessageType.Warning, exc.message)
                 raise
-        elif kind == "harness":
-            doc, kf = await self.ctx.docs.parsed(data.get("uri", ""))
-            if doc is None or kf is None or data.get("version") != doc.version:
+        else:
+            doc, kf = await self.ctx.docs.parsed(data["uri"])
+            if doc is None or kf is None or data["version"] != doc.version:
                 raise JsonRpcContentModified(
                     "AccelOpt: the document changed; ask for the code actions again"
                 )
-            if data.get("kernel") not in kf.kernel_names:
-                raise JsonRpcContentModified(f"AccelOpt: no kernel {data.get('kernel')} any more")
+            if data["kernel"] not in kf.kernel_names:
+                raise JsonRpcContentModified(f"AccelOpt: no kernel {data['kernel']} any more")
             action.edit = self.edits.harness(doc, kf, data["kernel"])
         return action
 
@@ -213,7 +216,28 @@ class CodeActionsFeature(LanguageFeature):
         if not result.applied:
             reason = result.failure_reason or "the client did not apply the edit"
             return {"applied": False, "message": reason}
+        self.ctx.refresh_lenses()
         return {"applied": True}
+
+
+def _resolve_data(data: Any) -> dict[str, Any]:
+    """The ``data`` of an action this server offered, checked.
+
+    Raises:
+        JsonRpcInvalidParams: not an object of a known type with string ``uri`` / ``kernel``
+            (/ ``candidateId``) and an integer or null ``version``.
+    """
+    kind = data.get("type") if isinstance(data, dict) else None
+    fields = {"candidate": ["uri", "kernel", "candidateId"], "harness": ["uri", "kernel"]}
+    if kind not in fields:
+        raise JsonRpcInvalidParams(f"codeAction/resolve: unknown action data {data!r:.80}")
+    for name in fields[kind]:
+        if not isinstance(data.get(name), str):
+            raise JsonRpcInvalidParams(f"codeAction/resolve: data.{name} must be a string")
+    version = data.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise JsonRpcInvalidParams("codeAction/resolve: data.version must be an integer")
+    return {**data, "version": version}
 
 
 def _kernels_in(doc: TextDocument, kf: KernelFile, rng: types.Range) -> list[KernelInfo]:

@@ -1,6 +1,13 @@
 """Code lenses above each kernel: its last profile or a running search's status, and the
 Profile / Optimize / Cancel / Show Memory commands. The client is asked to refresh them
-(throttled) whenever what they show changes."""
+(throttled) whenever what they show changes.
+
+Every lens carries a registered command (Neovim's ``vim.lsp.codelens.run()`` runs the one on
+the line; an empty command is an error there): a label runs
+
+* ``accelopt.showStatus [uri, kernelName]`` -> ``{kernel, message, job?, profile?,
+  improvements}`` (also shown as ``window/showMessage``).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +17,9 @@ from lsprotocol import types
 
 from accelopt_core.textdiff import split_lines
 
+from .. import present
 from ..edits import to_lsp_position
-from .base import LanguageFeature, runnable
+from .base import LanguageFeature, command_args, refusal, runnable
 from .results import ResultsFeature
 
 if TYPE_CHECKING:
@@ -40,38 +48,71 @@ class CodeLensFeature(LanguageFeature):
         for kernel in kf.kernels:
             start = to_lsp_position(lines, doc.position_codec, kernel.range.start_line - 1, 0)
             rng = types.Range(start=start, end=start)
-            for title, command, args in self._kernel_lenses(uri, kf, st, kernel):
+            for title, command, args in await self._kernel_lenses(uri, kf, st, kernel):
                 cmd = types.Command(title=title, command=command, arguments=args)
                 lenses.append(types.CodeLens(range=rng, command=cmd))
         return lenses
 
-    def _kernel_lenses(
+    async def _kernel_lenses(
         self, uri: str, kf: KernelFile, st: DocState, kernel: KernelInfo
-    ) -> list[tuple[str, str, list[Any] | None]]:
-        """(title, command, arguments) of one kernel's lenses; an empty command is a label."""
+    ) -> list[tuple[str, str, list[Any]]]:
+        """(title, command, arguments) of one kernel's lenses. Every lens runs a registered
+        command (Neovim runs whichever lens is on the line): a label shows the kernel's status
+        (``accelopt.showStatus``)."""
+        status = ("accelopt.showStatus", [uri, kernel.name])
         job = self.ctx.jobs.active_job(uri, kernel.name)
         if job is not None:
             return [
-                (f"AccelOpt: {job.status_line()}", "", None),
+                (f"AccelOpt: {job.status_line()}", *status),
                 ("Cancel", "accelopt.cancel", [job.id]),
             ]
         if not runnable(kf):
-            # clickable, and it names the kernel so editors can find it (Show Memory works
-            # without a harness; the code action inserts a harness skeleton)
+            # it names the kernel so editors can find it (Show Memory works without a harness;
+            # the code action inserts a harness skeleton)
             title = "AccelOpt: no benchmark harness (see the code action) · memory"
             return [(title, "accelopt.showMemory", [uri, kernel.name])]
-        out: list[tuple[str, str, list[Any] | None]] = []
+        out: list[tuple[str, str, list[Any]]] = []
         entry = st.profiles.get(kernel.name)
         if st.profiling:
-            out.append(("AccelOpt: profiling…", "", None))
+            out.append(("AccelOpt: profiling…", *status))
         elif entry is not None:
-            out.append((entry.result.summary(), "accelopt.profile", [uri, kernel.name]))
+            out.append((present.lens_summary(entry.result), "accelopt.profile", [uri, kernel.name]))
         else:
             out.append(("Profile", "accelopt.profile", [uri, kernel.name]))
-        report = self.ctx.feature(ResultsFeature).offered(uri, kf, kernel.name)
-        if report is not None:
-            best = report.candidates[0].speedup
-            title = f"{len(report.candidates)} improvement(s), best {best:.2f}x (code actions)"
-            out.append((title, "", None))
+        offered = await self.ctx.feature(ResultsFeature).offered_candidates(uri, kf, kernel.name)
+        if offered:
+            best = offered[0].speedup or 1.0
+            title = f"{len(offered)} improvement(s), best {best:.2f}x (code actions)"
+            out.append((title, *status))
         out.append(("Optimize", "accelopt.optimize", [uri, kernel.name]))
+        return out
+
+    async def cmd_show_status(self, *args: Any) -> dict[str, Any]:
+        """``accelopt.showStatus [uri, kernelName]``: what the kernel's lenses say, in full (a
+        running search, the last profile with its whole message, the improvements offered),
+        shown as ``window/showMessage`` and returned as ``{kernel, message, job?, profile?,
+        improvements}``."""
+        uri, name = command_args("accelopt.showStatus", args, ["uri", "kernelName"])
+        doc, kf = await self.ctx.docs.parsed(uri)
+        problem = refusal(uri, doc, kf, name)
+        if problem is not None:
+            return {"kernel": name, "message": problem, "improvements": 0}
+        st = self.ctx.docs.state(uri)
+        job = self.ctx.jobs.active_job(uri, name)
+        entry = st.profiles.get(name)
+        offered = await self.ctx.feature(ResultsFeature).offered_candidates(uri, kf, name)
+        parts = [f"search {job.id}: {job.status_line()}"] if job is not None else []
+        if st.profiling:
+            parts.append("profiling…")
+        elif entry is not None:
+            parts.append(f"last profile: {entry.result.summary()}")
+        if offered:
+            parts.append(f"{len(offered)} improvement(s) offered as code actions")
+        message = f"AccelOpt · {name}: " + ("; ".join(parts) or "not profiled yet")
+        self.ctx.show(types.MessageType.Info, message)
+        out: dict[str, Any] = {"kernel": name, "message": message, "improvements": len(offered)}
+        if job is not None:
+            out["job"] = job.to_dict()
+        if entry is not None:
+            out["profile"] = {**entry.result.to_dict(), "version": entry.version}
         return out

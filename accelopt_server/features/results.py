@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..documents import DocState, uri_path
+from ..edits import RebaseConflict, rebase
 from .base import LanguageFeature, command_args
 from .diagnostics import DiagnosticsFeature
 
@@ -18,13 +19,33 @@ if TYPE_CHECKING:
     from accelopt_core.kernelfile import KernelFile
     from accelopt_core.search import Candidate, SearchReport
 
+    from ..context import ServerContext
     from ..documents import KernelDocument
 
 log = logging.getLogger("accelopt.server")
 
 
+#: How many (candidate, document text) verdicts of :func:`applicable` are kept.
+_APPLICABLE_CACHE = 4096
+
+
+def applicable(original: str, candidate: str, current: str) -> bool:
+    """True when the change ``original -> candidate`` can still be carried onto ``current``
+    (:func:`~accelopt_server.edits.rebase`) and would change it. An applied candidate fails
+    both ways: the lines it rewrote are no longer in ``current`` (a conflict), or the merge is
+    ``current`` itself."""
+    try:
+        return rebase(original, candidate, current) != current
+    except RebaseConflict:
+        return False
+
+
 class ResultsFeature(LanguageFeature):
     """The search reports of each document's kernels."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        super().__init__(ctx)
+        self._applicable: dict[tuple[int, str, int, int], bool] = {}
 
     async def document_open(self, doc: KernelDocument) -> None:
         await self.load_saved(doc.uri, doc.kernel_file)
@@ -70,6 +91,36 @@ class ResultsFeature(LanguageFeature):
         ):
             return report
         return None
+
+    async def offered_candidates(
+        self, uri: str, kernel_file: KernelFile, kernel: str
+    ) -> list[Candidate]:
+        """The improvements still worth offering, best first: those of :meth:`offered` whose
+        edit can still be applied to the document and is not already in it (an applied
+        launcher-only improvement leaves the kernel's text as the search saw it, so the report
+        still matches: this retires it). A first look at a document version runs in a thread
+        (a three-way merge per candidate); later ones are cached."""
+        report = self.offered(uri, kernel_file, kernel)
+        if report is None:
+            return []
+        source = kernel_file.source
+        keys = [
+            (hash(report.original_source), c.id, hash(c.source), hash(source))
+            for c in report.candidates
+        ]
+        missing = [
+            (k, c)
+            for k, c in zip(keys, report.candidates, strict=True)
+            if k not in self._applicable
+        ]
+        if missing:
+            found = await asyncio.to_thread(
+                lambda: [applicable(report.original_source, c.source, source) for _, c in missing]
+            )
+            if len(self._applicable) > _APPLICABLE_CACHE:
+                self._applicable.clear()
+            self._applicable.update((k, ok) for (k, _), ok in zip(missing, found, strict=True))
+        return [c for k, c in zip(keys, report.candidates, strict=True) if self._applicable.get(k)]
 
     def candidate(
         self, uri: str, kernel: str, candidate_id: str

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from ..jobs import planned_evaluations
 from .base import LanguageFeature, command_args, refusal
 from .results import ResultsFeature
 
@@ -64,6 +65,9 @@ class SearchJobsFeature(LanguageFeature):
         if not started:
             return refused(f"a search of {kernel} is already running ({job.id})", job.id)
         s = settings.search
+        job.planned = planned_evaluations(
+            s.beam_width, s.plans_per_candidate, s.samples_per_plan, s.iterations
+        )
         message = (
             f"searching {kernel}: B={s.beam_width}, N={s.plans_per_candidate}, "
             f"K={s.samples_per_plan}, T={s.iterations} on {settings.target}"
@@ -95,24 +99,33 @@ class SearchJobsFeature(LanguageFeature):
         )
 
     def _event(self, job: SearchJob, event: SearchEvent) -> None:
-        """Report the search's progress (iterations and new bests) and refresh the lenses."""
-        from accelopt_core.search import IterationStarted, NewBest, SearchStarted
+        """Report the search's progress (iterations, evaluations, new bests); refresh the lenses
+        at its milestones (start, each iteration, each new best)."""
+        from accelopt_core.search import (
+            CandidateEvaluated,
+            IterationStarted,
+            NewBest,
+            SearchStarted,
+        )
 
         if isinstance(event, NewBest):
             log.info(
                 "%s: new best %.2fx — %s", job.kernel, event.speedup, event.candidate.plan_title
             )
-        if not isinstance(event, (IterationStarted, NewBest, SearchStarted)):
+        milestone = isinstance(event, (IterationStarted, NewBest, SearchStarted))
+        if not milestone and not isinstance(event, CandidateEvaluated):
             return
-        if job.progress_token is not None:
-            pct = int(100 * max(job.iteration - 1, 0) / job.iterations) if job.iterations else 0
+        before = job.percent
+        pct = job.percentage()
+        if job.progress_token is not None and (milestone or pct != before):
             self.ctx.progress.report(
                 job.progress_token,
                 types.WorkDoneProgressReport(
                     message=job.status_line(), percentage=pct, cancellable=True
                 ),
             )
-        self.ctx.refresh_lenses()
+        if milestone:
+            self.ctx.refresh_lenses()
 
     def _done(self, job: SearchJob) -> None:
         """Keep the report, end the progress and tell the user how the search went."""
@@ -122,7 +135,11 @@ class SearchJobsFeature(LanguageFeature):
             for warning in report.warnings:
                 log.warning("%s: %s", job.kernel, warning)
         summary = _summary(job)
-        if job.progress_token is not None:
+        if job.progress_token is not None:  # 100% first: an end carries no percentage
+            self.ctx.progress.report(
+                job.progress_token,
+                types.WorkDoneProgressReport(message=summary, percentage=job.percentage()),
+            )
             self.ctx.progress.end(job.progress_token, types.WorkDoneProgressEnd(message=summary))
         log.info("%s %s: %s", job.id, job.state, summary)
         if job.state == "failed":
@@ -158,6 +175,7 @@ class SearchJobsFeature(LanguageFeature):
 
     async def cmd_list_jobs(self, *args: Any) -> list[dict[str, Any]]:
         """``accelopt.listJobs []``: every remembered job, oldest first."""
+        command_args("accelopt.listJobs", args, [])
         return [job.to_dict() for job in self.ctx.jobs.list()]
 
 
