@@ -132,7 +132,7 @@ async def _wait_for(cond, timeout_s: float) -> None:
 async def test_warm_actor_evaluates_in_a_row_and_recovers_from_a_killed_worker(
     ray_head: LoopbackRayHead,  # noqa: F811
 ) -> None:
-    settings = Settings(target=ray_head.url)
+    settings = Settings(target=ray_head.url, evaluation={"warmWorkers": True})
     target = make_target(settings)
     try:
         names = ["add.py", "zeros.py", "kernel_compile_error.py"]
