@@ -8,6 +8,8 @@ functions: the target has it with torch).
 
 from __future__ import annotations
 
+from .protocol import result_dict
+
 #: Default (rtol, atol) by output dtype when BENCH gives none.
 DEFAULT_TOLERANCES = {
     "float64": (1e-7, 1e-7),
@@ -159,3 +161,20 @@ def compare(out, ref, bench: dict, errors: dict) -> str | None:
         return f"{bad} elements differ (exact comparison)" if bad else None
     rtol, atol = _tolerance(dtype_name(ref), bench)
     return _compare_floats(o.astype(np.float64), r.astype(np.float64), rtol, atol, errors)
+
+
+def correct_on_seeds(req: dict, check_seed) -> dict:
+    """Run ``check_seed(seed, errors)`` for every seed of the request (it raises on the first
+    wrong one and records ``max_abs``/``max_rel`` in ``errors``); an ``ok`` untimed result
+    with the largest errors when all pass. Shared by the Triton and NKI evaluations."""
+    errors: dict = {}
+    seeds = list(req.get("seeds") or [1])
+    for seed in seeds:
+        check_seed(seed, errors)
+    return result_dict(
+        "ok",
+        f"correct on {len(seeds)} seeds",
+        max_abs_error=errors.get("max_abs"),
+        max_rel_error=errors.get("max_rel"),
+        timing="none",
+    )

@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 from . import nki_profile, nki_sdk
-from .compare import clone, compare, mutated_input
+from .compare import clone, compare, correct_on_seeds, mutated_input
 from .failures import Failure, classify, short
 from .launcher import launcher_closure, launches
 from .loading import Harness, load_entry, load_harness
@@ -131,16 +131,8 @@ def _check_seed(req: dict, ctx: dict, harness: Harness, call, seed: int, errors:
 
 def _check_correctness(req: dict, ctx: dict, harness: Harness, call) -> dict:
     """An ``ok`` (untimed) result when the call is correct on every seed, else raises."""
-    errors: dict = {}
-    seeds = list(req.get("seeds") or [1])
-    for seed in seeds:
-        _check_seed(req, ctx, harness, call, seed, errors)
-    return result_dict(
-        "ok",
-        f"correct on {len(seeds)} seeds",
-        max_abs_error=errors.get("max_abs"),
-        max_rel_error=errors.get("max_rel"),
-        timing="none",
+    return correct_on_seeds(
+        req, lambda seed, errors: _check_seed(req, ctx, harness, call, seed, errors)
     )
 
 

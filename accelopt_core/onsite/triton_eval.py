@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .compare import clone, compare, mutated_input
+from .compare import clone, compare, correct_on_seeds, mutated_input
 from .failures import Failure, classify, short
 from .loading import Harness, load_entry, load_harness
 from .protocol import result_dict
@@ -132,16 +132,8 @@ def _check_seed(seed: int, harness: Harness, entry, stack: _Stack, ctx: dict, er
 
 def _check_correctness(req: dict, ctx: dict, stack: _Stack, harness: Harness, entry) -> dict:
     """An ``ok`` (untimed) result when the entry is correct on every seed of the request."""
-    errors: dict = {}
-    seeds = list(req.get("seeds") or [1])
-    for seed in seeds:
-        _check_seed(seed, harness, entry, stack, ctx, errors)
-    return result_dict(
-        "ok",
-        f"correct on {len(seeds)} seeds",
-        max_abs_error=errors.get("max_abs"),
-        max_rel_error=errors.get("max_rel"),
-        timing="none",
+    return correct_on_seeds(
+        req, lambda seed, errors: _check_seed(seed, harness, entry, stack, ctx, errors)
     )
 
 
