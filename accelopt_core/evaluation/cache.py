@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from accelopt_core.kernelfile import normalize_source
-from accelopt_core.onsite.protocol import HARNESS_VERSION, EvalRequest, EvalResult
+from accelopt_core.onsite.protocol import HARNESS_VERSION, JUDGE_VERSION, EvalRequest, EvalResult
 
 __all__ = ["CACHEABLE_STATUSES", "EvaluationCache", "cache_key"]
 
@@ -34,7 +34,7 @@ def _sha(text: str) -> str:
 def cache_key(request: EvalRequest, fingerprint: str) -> str:
     """sha256 (hex) of everything that decides a verdict: the normalized candidate, the hashes
     of the original (harness) and baseline sources, the entry, the target fingerprint,
-    HARNESS_VERSION, the seeds, the timing seed and the timing mode."""
+    HARNESS_VERSION, JUDGE_VERSION (a stricter judge never reuses a weaker one's verdict), the seeds, the timing seed and the timing mode."""
     parts = {
         "candidate": _sha(normalize_source(request.candidate_source)),
         "harness": _sha(request.harness_source),
@@ -42,6 +42,7 @@ def cache_key(request: EvalRequest, fingerprint: str) -> str:
         "entry": request.entry,
         "target": fingerprint,
         "harness_version": HARNESS_VERSION,
+        "judge_version": JUDGE_VERSION,
         "seeds": list(request.seeds),
         "timing_seed": request.timing_seed,
         "timing": request.timing,

@@ -27,6 +27,12 @@ TimingMode = Literal["cuda", "interpreter", "simulated", "neuron", "none"]
 #: Version of the harness/worker protocol; recorded with every result and part of cache keys.
 HARNESS_VERSION = "1"
 
+#: Version of the judge: the rules that decide a verdict (static gate, isolation of the
+#: candidate, timing checks). Recorded with every result and experience, part of cache keys;
+#: raise it whenever a rule gets stricter, so results of a weaker judge can be re-checked
+#: (``accelopt memory recheck``). Issue 10 made it "2".
+JUDGE_VERSION = "2"
+
 #: Prefix of the worker's one result line, the last line of its stdout.
 SENTINEL = "@@ACCELOPT_RESULT@@ "
 
@@ -141,6 +147,11 @@ class EvalResult:
         warnings: non-fatal notes (e.g. the candidate printed to stdout).
         cached: True when this result came from the evaluation cache.
         eval_s: wall time of the evaluation in s (target overhead included).
+        rule: for ``rejected``: the trust rule that caught the candidate, a short phrase
+            (``timing inconsistent``, ``no kernel launch``, ``output not a plain tensor``,
+            ``implausible speedup``, ``gate: eval``, ...); experiences learned from a caught
+            candidate are stored as ``reward-hack: <rule>`` negatives. None otherwise.
+        judge_version: :data:`JUDGE_VERSION` of the judge that decided this result.
         metrics: profile metrics of a Neuron timing (``neuron-profile`` summary: HBM/SBUF/PSUM
             read/write bytes, spill bytes, hardware FLOPs, engine active-time %, arithmetic
             intensity in FLOP/B; see :mod:`accelopt_core.onsite.nki_profile`), else empty.
@@ -166,6 +177,8 @@ class EvalResult:
     cached: bool = False
     eval_s: float | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
+    rule: str | None = None
+    judge_version: str = JUDGE_VERSION
 
     @property
     def ok(self) -> bool:
