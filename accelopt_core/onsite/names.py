@@ -29,12 +29,31 @@ _TRITON_COMPANIONS = {"triton.autotune", "triton.heuristics"}
 _NKI_KERNEL_DECORATORS = {"nki.jit", "nki.baremetal", "nki.benchmark", "nki.profile"}
 
 
+def attribute_of(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """``(obj, "name")`` for ``obj.name`` and for ``getattr(obj, "name"[, default])`` (a
+    constant-string ``getattr`` is the attribute it names), else None."""
+    if isinstance(node, ast.Attribute):
+        return node.value, node.attr
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and 2 <= len(node.args) <= 3
+        and not node.keywords
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        return node.args[0], node.args[1].value
+    return None
+
+
 def dotted_name(node: ast.AST) -> str | None:
-    """``a.b.c`` for Name/Attribute chains, else None."""
+    """``a.b.c`` for Name/Attribute chains (``getattr(a, "b")`` counts as ``a.b``), else
+    None."""
     parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
+    while (attr := attribute_of(node)) is not None:
+        node, name = attr
+        parts.append(name)
     if isinstance(node, ast.Name):
         parts.append(node.id)
         return ".".join(reversed(parts))

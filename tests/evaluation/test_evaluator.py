@@ -116,7 +116,9 @@ async def test_cancellation_kills_the_worker_within_a_second(tmp_path, monkeypat
     s = settings(warm, timeoutS=120.0)
     target = LocalTarget(s)
     evaluator = Evaluator(target, s)
-    task = asyncio.create_task(evaluator.evaluate(BASE, HANG, "add", source_name="hang.py"))
+    task = asyncio.create_task(
+        evaluator.evaluate(BASE, HANG, "add", source_name="hang.py", baseline_source=HANG)
+    )
     deadline = time.monotonic() + 60
     while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)

@@ -67,7 +67,8 @@ def test_gate_follows_helpers_and_allows_what_the_baseline_has():
 
 def test_precheck_separates_syntax_errors_from_rejections():
     assert gate.precheck("def add(:\n", "add")["status"] == "compile_error"
-    assert gate.precheck(src("try_except.py"), "add", BASE)["status"] == "rejected"
+    rejected = gate.precheck(src("try_except.py"), "add", BASE)
+    assert rejected["status"] == "rejected" and rejected["rule"] == "gate: try/except"
     assert gate.precheck(src("ok_block128.py"), "add", BASE) is None
 
 

@@ -62,7 +62,10 @@ def test_exit_hang_memory_and_corruption_leave_the_next_candidate_a_fresh_stack(
     alloc = run_worker(src("alloc.py"), runner=runner, memory_limit_mb=1024)[0]
     assert alloc.status == "runtime_error" and "memory limit" in alloc.message
     _next_is_fresh(runner)
-    corrupt = run_worker(CORRUPTS, runner=runner, source_name="corrupts.py")[0]
+    # gated against itself: the static gate rejects patching torch (tests/onsite/runs.py SELF_GATED)
+    corrupt = run_worker(
+        CORRUPTS, runner=runner, source_name="corrupts.py", baseline_source=CORRUPTS
+    )[0]
     assert corrupt.status in ("ok", "incorrect"), corrupt.message  # classified, not a crash
     _next_is_fresh(runner)
     segv = run_worker(src("segfault.py"), runner=runner, source_name="segfault.py")[0]

@@ -17,6 +17,7 @@ from accelopt_core.settings import Settings
 from accelopt_core.targets import make_target
 from accelopt_core.targets.base import TargetError
 from accelopt_core.targets.local import LocalTarget
+from tests.onsite.runs import gate_baseline
 from tests.remote_fixtures import LoopbackRayHead, processes_matching, ray_head  # noqa: F401
 
 pytest.importorskip("ray")
@@ -37,6 +38,7 @@ def request(name: str, **fields) -> EvalRequest:
     fields.setdefault("rep_ms", 5.0)
     fields.setdefault("warmup_ms", 1.0)
     fields.setdefault("timeout_s", 60.0)
+    fields = {**gate_baseline((CANDIDATES / name).read_text()), **fields}
     return EvalRequest(
         candidate_source=(CANDIDATES / name).read_text(),
         harness_source=BASE,
