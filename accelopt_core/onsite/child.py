@@ -1,10 +1,13 @@
-"""The evaluation child: the forked process that runs one request (:mod:`.supervisor` forks it).
+"""The evaluation child, the JUDGE: the forked process that decides one request's result
+(:mod:`.supervisor` forks it; issue 10).
 
 Set-up: a new session (the supervisor kills the whole process group), death with the supervisor
-(``PR_SET_PDEATHSIG``), faulthandler (a crash or a hang dumps the Python stack, with the
-candidate's line, to stderr), and an :class:`Emitter` for the one result. Dispatch: a probe, or
-the static gate and then the Triton (:mod:`.triton_eval`) or NKI (:mod:`.nki_eval`) evaluation,
-by the backend of the kernel the entry launches.
+(``PR_SET_PDEATHSIG``), not dumpable (``PR_SET_DUMPABLE`` 0: the candidate process cannot
+ptrace it or open its fds through ``/proc``), faulthandler (a crash or a hang dumps the Python
+stack to stderr), and an :class:`Emitter` for the one result: only this process writes it.
+Dispatch: a probe, or the static gate and then the Triton (:mod:`.triton_eval`: the candidate
+runs in a process of its own that the judge forks, :mod:`.judge`) or NKI (:mod:`.nki_eval`,
+still in this process) evaluation, by the backend of the kernel the entry launches.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ import json
 import os
 import signal
 import sys
+import time
 
 from . import nki_eval, triton_eval
 from .failures import candidate_file
 from .gate import precheck
+from .judge import set_nondumpable
 from .launcher import candidate_kernels, entry_backend
 from .protocol import result_dict
-from .runtime import pin_device, probe
+from .runtime import arm_hang_dump, pin_device, probe
 from .warmstack import align
 
 
@@ -77,29 +82,45 @@ def _evaluate(req: dict, ctx: dict) -> dict:
     return triton_eval.evaluate(req, ctx)
 
 
-def child_main(request: dict, result_fd: int, supervisor_pid: int) -> None:
+def child_main(
+    request: dict, result_fd: int, supervisor_pid: int, dirs: dict | None = None
+) -> None:
     """Run ``request`` in this (forked) process and emit its result to ``result_fd``; never
     returns (``os._exit``).
 
     The evaluations share ``ctx``: ``emitter`` (:class:`Emitter`), ``supervisor`` (its pid),
-    then ``cand_file``, ``memory_limit_mb``, ``cand_tree``, ``kernels`` and ``interpreter``
-    (see :func:`.failures.classify`). Any exception becomes a ``runtime_error``.
+    ``start`` (monotonic s), ``deadline`` (monotonic s: when a hang's stack is dumped, just
+    before the supervisor's timeout), ``dirs`` (the candidate's working, temporary and exchange
+    directories made by the supervisor, or None), then ``cand_file``, ``memory_limit_mb``,
+    ``cand_tree``, ``kernels`` and ``interpreter`` (see :func:`.failures.classify`). Any
+    exception becomes a ``runtime_error``.
     """
     try:
         os.setsid()
     except OSError:
         pass
     set_pdeathsig()
+    set_nondumpable()
     if os.getppid() != supervisor_pid:
         os._exit(1)
     import faulthandler
 
     faulthandler.enable(file=sys.stderr)  # a crash dumps the Python stack (with the line)
+    start = time.monotonic()
     timeout_s = float(request.get("timeout_s") or 120.0)
-    # Just before the supervisor's deadline, dump where the candidate hangs.
-    faulthandler.dump_traceback_later(max(timeout_s - 0.5, timeout_s * 0.9), exit=False)
+    deadline = start + max(timeout_s - 0.5, timeout_s * 0.9)
+    # Just before the supervisor's deadline, dump where the candidate hangs (the Triton judge
+    # cancels it before forking the candidate process, which arms its own).
+    cancel_dump = arm_hang_dump(deadline - start)
     emitter = Emitter(result_fd)
-    ctx = {"emitter": emitter, "supervisor": supervisor_pid}
+    ctx = {
+        "emitter": emitter,
+        "cancel_hang_dump": cancel_dump,
+        "supervisor": supervisor_pid,
+        "start": start,
+        "deadline": deadline,
+        "dirs": dirs,
+    }
     try:
         result = probe(request) if request.get("probe") else _evaluate(request, ctx)
     except BaseException as exc:  # noqa: BLE001 - classified, never propagated

@@ -183,7 +183,7 @@ def pct_of_peak(
     return roof["pct_of_peak"], roof["bound"]
 
 
-def _work(bench: dict, inputs: tuple, result: dict) -> dict[str, float]:
+def work_of(bench: dict, inputs: tuple, result: dict) -> dict[str, float]:
     """``{"flops", "bytes"}`` of one call from ``BENCH``'s functions (those it has); a function
     that raises becomes a warning in ``result``."""
     work = {}
@@ -205,12 +205,21 @@ def _low_precision(inputs: tuple) -> bool:
     )
 
 
-def plausibility(result: dict, bench: dict, inputs: tuple, peaks: dict, timing: str) -> None:
+def plausibility(
+    result: dict,
+    bench: dict,
+    inputs: tuple,
+    peaks: dict,
+    timing: str,
+    work: dict[str, float] | None = None,
+) -> None:
     """Fill in a timed result's ``gbps`` / ``tflops`` from BENCH's bytes/flops and, for GPU or
     Neuron timing on a device in ``peaks``, its ``pct_of_peak`` and ``bound``. Over 100% of
     peak sets status ``rejected`` ("implausible"): the timing or the harness's figures are
-    wrong (DESIGN.md, rule 5). ``result`` needs ``latency_ms`` (ms) and ``device``."""
-    work = _work(bench, inputs, result)
+    wrong (DESIGN.md, rule 5). ``result`` needs ``latency_ms`` (ms) and ``device``. ``work``:
+    the ``{"flops", "bytes"}`` of one call when already known (the judge gets them from the
+    reference process, :mod:`.referee`), else computed from ``bench`` on ``inputs``."""
+    work = work_of(bench, inputs, result) if work is None else work
     if not work:
         return
     latency = result["latency_ms"]

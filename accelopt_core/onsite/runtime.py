@@ -33,16 +33,16 @@ def pin_device(device) -> None:
     os.environ["NEURON_RT_VISIBLE_CORES"] = str(device)
 
 
-def _statm_bytes(field: int) -> int | None:
-    """Field of ``/proc/self/statm`` (0: virtual size, 1: resident) in bytes, or None."""
+def _statm_bytes(field: int, pid: int | str = "self") -> int | None:
+    """Field of ``/proc/<pid>/statm`` (0: virtual size, 1: resident) in bytes, or None."""
     try:
-        with open("/proc/self/statm") as f:
+        with open(f"/proc/{pid}/statm") as f:
             return int(f.read().split()[field]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
 
 
-def _limit_address_space(limit: int) -> None:
+def limit_address_space(limit: int) -> None:
     """RLIMIT_AS = current address space + ``limit`` bytes (capped by the hard limit)."""
     try:
         import resource
@@ -69,7 +69,7 @@ def limit_memory(limit_mb: int, use_cuda: bool, ctx: dict) -> None:
 
     limit = int(limit_mb) * 1024 * 1024
     if not use_cuda:
-        _limit_address_space(limit)
+        limit_address_space(limit)
     emitter = ctx["emitter"]
     supervisor = ctx["supervisor"]
 
@@ -85,6 +85,44 @@ def limit_memory(limit_mb: int, use_cuda: bool, ctx: dict) -> None:
                         "runtime_error",
                         f"memory limit exceeded: resident memory {rss / 2**20:.0f} MiB > "
                         f"{limit_mb} MiB",
+                    )
+                )
+                os._exit(3)
+
+    threading.Thread(target=watch, name="accelopt-memory-watchdog", daemon=True).start()
+
+
+def watch_memory(pid: int, limit_mb: int, ctx: dict) -> None:
+    """The judge's watchdog over the candidate process ``pid`` (issue 10): every 50 ms, exit
+    when the supervisor (``ctx["supervisor"]``) is gone; when the candidate's resident memory
+    exceeds ``limit_mb`` MiB, kill it, emit a ``runtime_error`` "memory limit exceeded"
+    through ``ctx["emitter"]`` and exit with code 3. Stops when ``pid`` is gone."""
+    import signal
+    import threading
+
+    limit = int(limit_mb) * 1024 * 1024
+    emitter = ctx["emitter"]
+    supervisor = ctx["supervisor"]
+
+    def watch() -> None:
+        while True:
+            time.sleep(_WATCHDOG_PERIOD_S)
+            if os.getppid() != supervisor:
+                os._exit(1)
+            rss = _statm_bytes(1, pid)
+            if rss is None:
+                return
+            if rss > limit:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                emitter.emit(
+                    result_dict(
+                        "runtime_error",
+                        f"memory limit exceeded: resident memory {rss / 2**20:.0f} MiB > "
+                        f"{limit_mb} MiB",
+                        **ctx.get("env", {}),
                     )
                 )
                 os._exit(3)
@@ -130,6 +168,7 @@ def _nki_probe() -> dict:
         devices=[nki_sdk.device_name(mode)],
         timing="neuron" if mode == "device" else "simulated",
         versions=versions(),
+        nki_stack=nki_sdk.stack(),
     )
 
 
@@ -161,4 +200,37 @@ def probe(request: dict) -> dict:
         devices=names or ["cpu"],
         timing="cuda" if names else "interpreter",
         versions=versions(torch, triton),
+        nki_stack=nki_sdk.stack(),
     )
+
+
+def arm_hang_dump(delay_s: float):
+    """After ``delay_s`` s, write every other thread's Python stack to stderr, most recent call
+    first (the format :func:`.failures.line_from_text` reads the hang's line from); returns
+    the timer's ``cancel``.
+
+    Replaces ``faulthandler.dump_traceback_later``, whose C watchdog walks running threads'
+    frames without the GIL and intermittently crashed the process with SIGSEGV just before
+    the deadline, so a short timeout became a ``runtime_error`` (issue 14). This one holds the
+    GIL; a thread stuck in C code holding the GIL gets no dump (the supervisor still kills it
+    and reports ``timeout``). Cancel it before ``fork``."""
+    import threading
+    import traceback
+
+    def dump() -> None:
+        me = threading.get_ident()
+        out = ["Timeout: stacks just before the deadline (most recent call first):"]
+        for ident, frame in sys._current_frames().items():
+            if ident != me:
+                out.append(f"Thread {ident:#x}:")
+                out.extend(reversed(traceback.format_stack(frame)))
+        try:
+            sys.stderr.write("\n".join(out) + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+    timer = threading.Timer(max(delay_s, 0.0), dump)
+    timer.daemon = True
+    timer.start()
+    return timer.cancel

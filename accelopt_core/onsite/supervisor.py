@@ -1,5 +1,6 @@
-"""The supervisor: reads one request, forks the evaluation child, enforces the timeout and
-classifies a child that died without a result; :func:`main` is the worker's entry point.
+"""The supervisor: reads one request, forks the evaluation child (the judge, :mod:`.child`),
+enforces the timeout and classifies a child that died without a result; :func:`main` is the
+worker's entry point.
 
 It imports nothing heavy. The child's fd 1 and 2 go to pipes (its stdout becomes a warning, its
 stderr a tail for crash messages); its result comes through a third pipe. A phase per function:
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 
 from .child import child_main, set_pdeathsig
 from .failures import line_from_text
-from .protocol import HARNESS_VERSION, SENTINEL, result_dict, signal_name, tail
+from .judge import new_dirs, remove_dirs, set_nondumpable
+from .protocol import HARNESS_VERSION, JUDGE_VERSION, SENTINEL, result_dict, signal_name, tail
 
 _TAIL_BYTES = 4000
 
@@ -42,8 +44,9 @@ class _Child:
         self.bufs = {self.res: bytearray(), self.out: bytearray(), self.err: bytearray()}
 
 
-def _fork(request: dict) -> _Child:
-    """Fork the child with stdin on /dev/null and fd 1 / 2 / a result fd on pipes."""
+def _fork(request: dict, dirs: dict | None = None) -> _Child:
+    """Fork the child with stdin on /dev/null and fd 1 / 2 / a result fd on pipes; ``dirs``:
+    the candidate's directories (:func:`.judge.new_dirs`)."""
     res_r, res_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -61,7 +64,7 @@ def _fork(request: dict) -> _Child:
             os.dup2(err_w, 2)
             for fd in (devnull, out_w, err_w):
                 os.close(fd)
-            child_main(request, res_w, parent)
+            child_main(request, res_w, parent, dirs)
         finally:
             os._exit(1)
     for fd in (res_w, out_w, err_w):
@@ -78,11 +81,13 @@ def _kill(pid: int) -> None:
             pass
 
 
-def _forward_signals(pid: int) -> None:
-    """On SIGTERM / SIGHUP / SIGINT (the target cancelled us): kill the child, then exit."""
+def _forward_signals(pid: int, dirs: dict | None = None) -> None:
+    """On SIGTERM / SIGHUP / SIGINT (the target cancelled us): kill the child, remove the
+    candidate's directories, then exit."""
 
     def on_signal(signum, frame):
         _kill(pid)
+        remove_dirs(dirs)
         os._exit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -202,6 +207,8 @@ def _verdict(child: _Child, timeout_s: float, source_name: str) -> dict:
         )
     elif not isinstance(result, dict) or result.get("status") is None:
         result = _death(child.status, stderr, source_name)
+    elif isinstance(result.get("candidate_status"), int):  # the judge saw its candidate die
+        result.update(_death(result.pop("candidate_status"), stderr, source_name))
     if child.out_total:
         result.setdefault("warnings", [])
         result["warnings"].append(
@@ -209,23 +216,32 @@ def _verdict(child: _Child, timeout_s: float, source_name: str) -> dict:
             f"{tail(bytes(child.bufs[child.out]), 200)!r}"
         )
     result.setdefault("harness_version", HARNESS_VERSION)
+    result.setdefault("judge_version", JUDGE_VERSION)
     return result
 
 
 def supervise(request: dict) -> dict:
     """Run one request in a forked child and return its result dict (never raises).
 
-    Enforces ``request["timeout_s"]`` (kills the child's process group: status ``timeout``),
-    and classifies a child that died without a result (``runtime_error`` naming the signal or
-    exit code, with the stderr tail).
+    Enforces ``request["timeout_s"]`` (kills the child's process group, the candidate process
+    included: status ``timeout``), and classifies a child, or the candidate process the judge
+    saw die, that died without a result (``runtime_error`` naming the signal or exit code,
+    with the stderr tail). This process is made non-dumpable (the candidate cannot open its
+    result pipe through ``/proc``); the candidate's directories are made here and removed
+    after the child, whatever became of it.
     """
     timeout_s = float(request.get("timeout_s") or 120.0)
     source_name = str(request.get("source_name") or "candidate.py")
     start = time.monotonic()
-    child = _fork(request)
-    _forward_signals(child.pid)
-    _drain(child, start, timeout_s)
-    _reap(child, start, timeout_s)
+    set_nondumpable()
+    dirs = None if request.get("probe") else new_dirs()
+    try:
+        child = _fork(request, dirs)
+        _forward_signals(child.pid, dirs)
+        _drain(child, start, timeout_s)
+        _reap(child, start, timeout_s)
+    finally:
+        remove_dirs(dirs)
     return _verdict(child, timeout_s, source_name)
 
 

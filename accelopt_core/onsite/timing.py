@@ -133,11 +133,13 @@ def l2_flusher(torch) -> Callable[[], None]:
         return cache.zero_
 
 
-def _warm_up(entry, args: tuple, sync: Callable[[], None], warmup_ms: float) -> None:
+def _warm_up(
+    entry, args: tuple, sync: Callable[[], None], warmup_ms: float, max_calls: int
+) -> None:
     """Call ``entry(*args)`` at least once and until ``warmup_ms`` of wall time is spent, at
-    most ``MAX_WARMUP_CALLS`` times (a candidate that stops the clock cannot loop us forever)."""
+    most ``max_calls`` times (a candidate that stops the clock cannot loop us forever)."""
     t0 = time.perf_counter()
-    for _ in range(MAX_WARMUP_CALLS):
+    for _ in range(max(1, min(max_calls, MAX_WARMUP_CALLS))):
         entry(*args)
         sync()
         if (time.perf_counter() - t0) * 1000.0 >= warmup_ms:
@@ -180,6 +182,7 @@ def run_timed(
     warmup_ms: float,
     min_reps: int = 3,
     on_timed_start: Callable[[], None] | None = None,
+    max_warmup_calls: int = MAX_WARMUP_CALLS,
 ) -> TimedRun:
     """Candidate side: time ``entry`` with inputs refilled in place from ``pool``.
 
@@ -196,12 +199,15 @@ def run_timed(
         min_reps: never fewer repetitions than ``min(min_reps, len(pool))``.
         on_timed_start: called after the warm-up, right before the first repetition (for the
             judge's wall clock: a "timed phase starts" message).
+        max_warmup_calls: at most this many warm-up calls. The judge derives it from its own
+            clock (``warmup_ms`` / the slowest correctness round trip it measured), since this
+            process's clock may be patched by the candidate.
 
     Returns a :class:`TimedRun`. Raises what ``entry`` raises; ValueError when a pool entry
     does not match ``buffers``.
     """
     sync = torch.cuda.synchronize if use_cuda else (lambda: None)
-    _warm_up(entry, tuple(buffers), sync, warmup_ms)
+    _warm_up(entry, tuple(buffers), sync, warmup_ms, max_warmup_calls)
     flush = l2_flusher(torch) if use_cuda else None
     timed = _timer(torch, use_cuda)
     need = min(min_reps, len(pool))

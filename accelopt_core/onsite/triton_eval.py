@@ -1,10 +1,18 @@
-"""The Triton evaluation of one candidate, in the child process, one function per phase:
-import the stack (torch + triton, or the Triton interpreter on CPU), load the harness and the
-candidate, check correctness on every seed, time the entry, check the timing's plausibility
-(DESIGN.md, "Evaluating a candidate", rules 3 to 7). The static gate ran before (:mod:`.child`).
+"""The judge's Triton evaluation (issue 10): the candidate runs in its own process
+(:mod:`.contestant`, forked by :func:`.judge.spawn`); this process never imports it. It makes
+every input, computes every reference, compares, bounds the timing by its own clock and
+decides the verdict (DESIGN.md, "Evaluating a candidate", rules 3 to 7).
 
-A phase that fails raises :class:`.failures.Failure` with its result dict; :func:`evaluate`
-returns it, with the device and versions once they are known.
+Phases, one function each: import the stack WITHOUT initialising CUDA (torch + triton, or the
+Triton interpreter on CPU) and fork the candidate; load the original harness; check every seed
+(:func:`_check_seed`); time (:mod:`.judge_timing`). A phase that fails raises
+:class:`.failures.Failure` with its result dict; :func:`evaluate` returns it, with the device
+and versions once they are known.
+
+Rules (status ``rejected``, field ``rule``) decided here: ``no kernel launch`` (a call that
+launched no ``@triton.jit`` kernel of the candidate), ``output not a plain tensor`` (an output
+that is not exactly a ``torch.Tensor`` / ``numpy.ndarray``, as the candidate process saw it),
+``protocol violation`` (:mod:`.judge`); timing rules in :mod:`.judge_timing`.
 """
 
 from __future__ import annotations
@@ -15,23 +23,34 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import judge_timing
 from .compare import clone, compare, correct_on_seeds, mutated_input
-from .failures import Failure, classify, short
-from .loading import Harness, load_entry, load_harness
+from .failures import Failure, short
+from .judge import (
+    Candidate,
+    ReferencePeer,
+    discard,
+    new_dirs,
+    no_launch,
+    plain_outputs,
+    protocol_violation,
+    remove_dirs,
+    spawn,
+    spawn_reference,
+)
 from .protocol import result_dict
-from .roofline import plausibility
-from .runtime import limit_memory, versions
-
-_INTERP_MAX_RUNS = 20
-_INTERP_MIN_RUNS = 3
+from .referee import Reference
+from .runtime import versions, watch_memory
+from .warmstack import gpu_visible
 
 
 @dataclass
-class _Stack:
+class Stack:
     """torch (+ triton) as imported for this evaluation."""
 
     torch: Any
     use_cuda: bool
+    numpy: Any = None
     env: dict = field(default_factory=dict)  # device name and versions, for every result
 
     @property
@@ -43,9 +62,11 @@ class _Stack:
             self.torch.cuda.synchronize()
 
 
-def _import_stack(req: dict, ctx: dict) -> _Stack:
-    """Import torch and triton; without CUDA (or with ``timing="interpreter"``) set
-    ``TRITON_INTERPRET=1`` first. Raises Failure (runtime_error) when either is missing."""
+def _import_stack(req: dict, ctx: dict) -> Stack:
+    """Import torch and triton without initialising CUDA (the candidate process is forked
+    next): CUDA when ``timing`` is ``auto`` and a GPU is visible (:func:`.warmstack.
+    gpu_visible`), else ``TRITON_INTERPRET=1`` first. Raises Failure (runtime_error) when
+    either is missing."""
     try:
         import torch
     except ImportError as exc:
@@ -55,7 +76,7 @@ def _import_stack(req: dict, ctx: dict) -> _Stack:
                 f"torch is not installed for {sys.executable} on this target: {exc}",
             )
         ) from None
-    use_cuda = (req.get("timing") or "auto") == "auto" and torch.cuda.is_available()
+    use_cuda = (req.get("timing") or "auto") == "auto" and gpu_visible(torch)
     if not use_cuda:
         os.environ["TRITON_INTERPRET"] = "1"
     ctx["interpreter"] = not use_cuda
@@ -68,57 +89,71 @@ def _import_stack(req: dict, ctx: dict) -> _Stack:
                 f"triton is not installed for {sys.executable} on this target: {exc}",
             )
         ) from None
-    device_name = torch.cuda.get_device_name(0) if use_cuda else "cpu"
-    return _Stack(torch, use_cuda, {"device": device_name, "versions": versions(torch, triton)})
-
-
-def _load(req: dict, ctx: dict) -> tuple[Harness, Any]:
-    """The original file's harness and the candidate's entry. Raises Failure: runtime_error
-    for a broken harness, compile_error (:func:`.failures.classify`) for the candidate."""
-    source_name = str(req.get("source_name") or "candidate.py")
     try:
-        harness = load_harness(req["harness_source"], source_name)
-    except BaseException as exc:  # noqa: BLE001
-        raise Failure(
-            result_dict(
-                "runtime_error",
-                f"the original file's harness (get_inputs, reference, BENCH) failed to load: "
-                f"{short(exc)}",
-            )
-        ) from None
-    try:
-        _, entry = load_entry(req["candidate_source"], ctx["cand_file"], req["entry"])
-    except BaseException as exc:  # noqa: BLE001
-        raise Failure(classify(exc, "load", ctx)) from None
-    return harness, entry
+        import numpy
+    except ImportError:
+        numpy = None
+    env = {"versions": versions(torch, triton)}
+    if not use_cuda:
+        env["device"] = "cpu"  # on CUDA, named once the judge initialises it (after the fork)
+    return Stack(torch, use_cuda, numpy, env)
 
 
-def _check_seed(seed: int, harness: Harness, entry, stack: _Stack, ctx: dict, errors: dict) -> None:
-    """Run the entry on the inputs of ``seed`` against the reference (computed on a copy).
-    Raises Failure: runtime_error (harness or candidate crash), incorrect (mutated input,
-    mismatch)."""
-    try:
-        inputs = tuple(harness.get_inputs(seed, stack.device))
-        expected = harness.reference(*clone(inputs))
-        stack.sync()
-    except BaseException as exc:  # noqa: BLE001
-        raise Failure(
-            result_dict("runtime_error", f"the harness failed on seed {seed}: {short(exc)}")
-        ) from None
+def _init_device(stack: Stack, ctx: dict) -> None:
+    """After the fork: initialise CUDA in the judge and record the device name. Raises
+    Failure when CUDA is not usable although a GPU is visible."""
+    name = "cpu"
+    if stack.use_cuda:
+        try:
+            name = stack.torch.cuda.get_device_name(0)
+        except Exception as exc:  # noqa: BLE001 - driver missing or broken
+            raise Failure(
+                result_dict("runtime_error", f"a GPU is visible but CUDA fails: {short(exc)}")
+            ) from None
+    stack.env["device"] = name
+    ctx["env"] = stack.env
+
+
+def _reference(peer: ReferencePeer) -> Reference:
+    """Wait for the reference process's first message: the harness's tolerances, or its
+    classified load error / poisoning (raised as Failure)."""
+    first = peer.recv()
+    bench = first.get("bench")
+    if not isinstance(bench, dict):
+        raise protocol_violation(f"expected 'bench', got {sorted(first)[:5]}")
+    return Reference(peer, bench)
+
+
+def _check_seed(seed: int, ref: Reference, cand: Candidate, stack: Stack, errors: dict) -> None:
+    """The candidate's run of ``seed`` against the reference process's outputs for the same
+    inputs. Raises Failure: runtime_error / compile_error (harness or candidate), rejected (no
+    launch, not a plain tensor, protocol), incorrect (mutated input, mismatch)."""
+    p_in, inputs, expected = ref.case(seed, stack.torch)
     before = clone(inputs)
-    try:
-        out = entry(*inputs)
-        stack.sync()
-    except BaseException as exc:  # noqa: BLE001
-        raise Failure(classify(exc, "run", ctx)) from None
-    mutated = mutated_input(inputs, before)
+    p_out, p_after = cand.path("outputs"), cand.path("after")
+    t0 = time.perf_counter()
+    reply = cand.ask(
+        {"op": "check", "inputs": p_in, "outputs": p_out, "after": p_after}, "launches"
+    )
+    cand.wall_call_ms.append((time.perf_counter() - t0) * 1000.0)  # the judge's own clock
+    discard(p_in)
+    call_ms = reply.get("call_ms")
+    if isinstance(call_ms, (int, float)) and call_ms > 0:
+        cand.call_ms.append(float(call_ms))
+    no_launch(reply["launches"], f"seed {seed}")
+    out = cand.fetch(p_out, stack.torch)
+    plain_outputs(out, f"seed {seed}")
+    after = cand.fetch(p_after, stack.torch)
+    if not isinstance(after, tuple) or len(after) != len(before):
+        raise protocol_violation("the inputs after the call are not the inputs")
+    mutated = mutated_input(after, before)
     if mutated is not None:
         raise Failure(
             result_dict(
                 "incorrect", f"mutated input #{mutated} (seed {seed}); inputs are read-only"
             )
         )
-    why = compare(out, expected, harness.bench, errors)
+    why = compare(out, expected, ref.bench, errors)
     if why:
         raise Failure(
             result_dict(
@@ -130,11 +165,50 @@ def _check_seed(seed: int, harness: Harness, entry, stack: _Stack, ctx: dict, er
         )
 
 
-def _check_correctness(req: dict, ctx: dict, stack: _Stack, harness: Harness, entry) -> dict:
-    """An ``ok`` (untimed) result when the entry is correct on every seed of the request."""
-    return correct_on_seeds(
-        req, lambda seed, errors: _check_seed(seed, harness, entry, stack, ctx, errors)
-    )
+def _loaded(cand: Candidate) -> None:
+    """Wait for the candidate's first message: loaded, or its classified load error."""
+    first = cand.recv()
+    if first.get("loaded") is not True:
+        raise protocol_violation(f"expected 'loaded', got {sorted(first)[:5]}")
+
+
+def _run(req: dict, ctx: dict, stack: Stack, cand: Candidate, peer: ReferencePeer) -> dict:
+    """Reference, correctness on every seed, timing: the result dict (raises Failure)."""
+    ref = _reference(peer)
+    _init_device(stack, ctx)
+    _loaded(cand)
+    result = correct_on_seeds(req, lambda seed, errors: _check_seed(seed, ref, cand, stack, errors))
+    result.update(stack.env)
+    if (req.get("timing") or "auto") == "none":
+        return result
+    judge_timing.time_candidate(req, stack, ref, cand, result)
+    return result
+
+
+def evaluate(req: dict, ctx: dict) -> dict:
+    """Evaluate a gated Triton candidate (``req``: an EvalRequest dict; ``ctx``: see
+    :func:`.child.child_main`, with ``start``, ``deadline`` and possibly ``dirs``) and return
+    its result dict. Never raises for a bad candidate.
+
+    Three processes: this judge (never runs user or candidate code), the candidate process
+    (:mod:`.contestant`) and the reference process (:mod:`.referee`, the original file's
+    harness), both forked before the judge initialises CUDA."""
+    stack = cand = peer = None
+    dirs = ctx.get("dirs") or new_dirs()
+    try:
+        stack = _import_stack(req, ctx)
+        cand = spawn(req, ctx, stack.use_cuda, dirs)
+        peer = spawn_reference(req, ctx, stack.use_cuda, dirs)
+        watch_memory(cand.pid, int(req.get("memory_limit_mb") or 8192), ctx)
+        return _run(req, ctx, stack, cand, peer)
+    except Failure as failure:
+        return dict(failure.result, **(stack.env if stack else {}))
+    finally:
+        for proc in (cand, peer):
+            if proc is not None:
+                proc.stop()
+        if dirs is not ctx.get("dirs"):
+            remove_dirs(dirs)
 
 
 def _percentile(sorted_vals: list[float], q: float) -> float:
@@ -149,12 +223,12 @@ def _percentile(sorted_vals: list[float], q: float) -> float:
 
 def _interpreter_times(call, rep_ms: float) -> tuple[float, float, float]:
     """(median, p20, p80) ms of ``call`` on CPU after one warm-up: 3 to 20 runs, up to
-    ``rep_ms`` in all."""
+    ``rep_ms`` in all (the NKI simulator's timing, in-process)."""
     rep_s = rep_ms / 1000.0
-    call()  # warm-up (the interpreter has no compile step to hide)
+    call()  # warm-up
     times: list[float] = []
     total = 0.0
-    while len(times) < _INTERP_MAX_RUNS and (len(times) < _INTERP_MIN_RUNS or total < rep_s):
+    while len(times) < 20 and (len(times) < 3 or total < rep_s):
         t0 = time.perf_counter()
         call()
         dt = time.perf_counter() - t0
@@ -163,57 +237,3 @@ def _interpreter_times(call, rep_ms: float) -> tuple[float, float, float]:
     times.sort()
     med, p20, p80 = (_percentile(times, q) for q in (0.5, 0.2, 0.8))
     return med, p20, p80
-
-
-def _time(req: dict, ctx: dict, stack: _Stack, harness: Harness, entry, result: dict) -> tuple:
-    """Time the entry on the timing seed's inputs: ``triton.testing.do_bench`` median and
-    p20/p80 on CUDA (L2 flushed, warm-up and rep in ms), else the interpreter on CPU. Sets
-    ``latency_ms``, ``p20_ms``, ``p80_ms``, ``timing`` and the message in ``result``; returns
-    the inputs. Raises Failure when the harness or the entry fails."""
-    try:
-        inputs = tuple(harness.get_inputs(int(req.get("timing_seed", 1000)), stack.device))
-    except BaseException as exc:  # noqa: BLE001
-        raise Failure(
-            result_dict("runtime_error", f"the harness failed on the timing seed: {short(exc)}")
-        ) from None
-    try:
-        if stack.use_cuda:
-            import triton.testing
-
-            med, p20, p80 = triton.testing.do_bench(
-                lambda: entry(*inputs),
-                warmup=float(req.get("warmup_ms", 25.0)),
-                rep=float(req.get("rep_ms", 100.0)),
-                quantiles=[0.5, 0.2, 0.8],
-            )
-            timing = "cuda"
-        else:
-            med, p20, p80 = _interpreter_times(
-                lambda: entry(*inputs), float(req.get("rep_ms", 100.0))
-            )
-            timing = "interpreter"
-    except BaseException as exc:  # noqa: BLE001
-        raise Failure(classify(exc, "run", ctx)) from None
-    result.update(latency_ms=med, p20_ms=p20, p80_ms=p80, timing=timing)
-    if timing == "interpreter":
-        result["message"] += "; Triton interpreter on CPU: latency says nothing about GPU speed"
-    return inputs
-
-
-def evaluate(req: dict, ctx: dict) -> dict:
-    """Evaluate a gated Triton candidate (``req``: an EvalRequest dict; ``ctx``: see
-    :func:`.child.child_main`) and return its result dict. Never raises for a bad candidate."""
-    stack = None
-    try:
-        stack = _import_stack(req, ctx)
-        limit_memory(int(req.get("memory_limit_mb") or 8192), stack.use_cuda, ctx)
-        harness, entry = _load(req, ctx)
-        result = _check_correctness(req, ctx, stack, harness, entry)
-        result.update(stack.env)
-        if (req.get("timing") or "auto") == "none":
-            return result
-        inputs = _time(req, ctx, stack, harness, entry, result)
-    except Failure as failure:
-        return dict(failure.result, **(stack.env if stack else {}))
-    plausibility(result, harness.bench, inputs, req.get("peaks") or {}, result["timing"])
-    return result

@@ -5,9 +5,10 @@ Triton decorates its own standard library (``tl.max``, ``tl.sum``, ...) when
 compiled ones. So the warm parent imports triton in the mode its candidates will most likely
 run in, decided WITHOUT initialising CUDA (a CUDA context, even ``cuInit``, does not survive
 ``fork``): the interpreter unless torch is a CUDA/ROCm build, a GPU device node exists and
-``CUDA_VISIBLE_DEVICES`` is not empty. A preset ``TRITON_INTERPRET`` is respected. The child,
-after pinning its device, decides as the cold path does (``torch.cuda.is_available()``,
-allowed there) and, when that differs from the parent's mode, drops the pure-Python triton
+``CUDA_VISIBLE_DEVICES`` is not empty. A preset ``TRITON_INTERPRET`` is respected. The child
+(the judge), after pinning its device, decides by the same rule (still without CUDA: it forks
+the candidate process next, issue 10) and, when that differs from the parent's mode, drops the
+pure-Python triton
 modules so the evaluation imports them afresh in the right mode (~50 ms; the compiled
 extension ``triton._C`` is kept, and Triton's on-disk compile cache stays shared).
 """
@@ -23,7 +24,7 @@ _preloaded_interpret: bool | None = None
 _MODULES = ("numpy", "torch", "triton", "triton.language", "neuronxcc.nki")
 
 
-def _gpu_visible(torch) -> bool:
+def gpu_visible(torch) -> bool:
     """True when a GPU can be used, judged without initialising CUDA: a CUDA/ROCm build of
     torch, a device node (``/dev/nvidia0``, ``/dev/kfd``) and ``CUDA_VISIBLE_DEVICES`` not
     empty or ``-1``."""
@@ -42,13 +43,13 @@ def _gpu_visible(torch) -> bool:
 
 def preload() -> list[str]:
     """Import the kernel's stack (numpy, torch, triton, the Neuron SDK) without initialising
-    CUDA or the Neuron runtime, triton in the mode :func:`_gpu_visible` suggests; the names
+    CUDA or the Neuron runtime, triton in the mode :func:`gpu_visible` suggests; the names
     imported (a missing one is left to the child, which reports it as the cold path does)."""
     global _preloaded_interpret
     done = []
     for name in _MODULES:
         if name == "triton" and "TRITON_INTERPRET" not in os.environ:
-            if not _gpu_visible(sys.modules.get("torch")):
+            if not gpu_visible(sys.modules.get("torch")):
                 os.environ["TRITON_INTERPRET"] = "1"
         try:
             __import__(name)
@@ -57,19 +58,35 @@ def preload() -> list[str]:
         done.append(name)
     if "triton" in done:
         _preloaded_interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        if _preloaded_interpret:
+            _measure_launch_floor()
     return done
+
+
+def _measure_launch_floor() -> None:
+    """Under the interpreter: measure :func:`.timing.interpreter_launch_floor_ms` once here, so
+    every judge forked from this process inherits it (~0.1 s each otherwise) and the Triton
+    interpreter's first-launch set-up is done. A trivial one-program kernel on a one-element
+    CPU tensor: no CUDA, and no thread pool is started (the fork stays safe). Errors are left
+    to the judge, which measures it again."""
+    try:
+        from .timing import interpreter_launch_floor_ms
+
+        interpreter_launch_floor_ms(torch=sys.modules["torch"])
+    except Exception:  # noqa: BLE001 - measured again where needed
+        pass
 
 
 def align(request: dict) -> None:
     """In the child, after device pinning: when triton was preloaded in another mode than
-    this request runs in (the cold path's rule: CUDA when ``timing`` is ``auto`` and
-    ``torch.cuda.is_available()``), drop the pure-Python triton modules so they are imported
+    this request runs in (the judge's rule: CUDA when ``timing`` is ``auto`` and
+    :func:`gpu_visible`), drop the pure-Python triton modules so they are imported
     afresh. Does nothing on the cold path."""
     if _preloaded_interpret is None or "triton" not in sys.modules:
         return
     torch = sys.modules.get("torch")
     auto = (request.get("timing") or "auto") == "auto"
-    use_cuda = bool(auto and torch is not None and torch.cuda.is_available())
+    use_cuda = bool(auto and gpu_visible(torch))
     if use_cuda != _preloaded_interpret:
         return
     if use_cuda:

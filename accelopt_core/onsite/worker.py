@@ -19,18 +19,24 @@ The supervisor (:mod:`.supervisor`, the process that read the request) imports n
 and forks one child per request; it dies with the process that started it
 (``PR_SET_PDEATHSIG``). This module is the cold path (``accelopt.evaluation.warmWorkers:
 false``); the warm path runs the same supervisor per request inside a long-lived fork server
-that imported torch and triton once (:mod:`.zygote`). The child (:mod:`.child`) starts a new session, runs the
-static gate (:mod:`.gate`), pins the device (``CUDA_VISIBLE_DEVICES`` /
-``NEURON_RT_VISIBLE_CORES``), imports torch and triton (with ``TRITON_INTERPRET=1`` when there
-is no CUDA), limits its memory (``RLIMIT_AS`` on CPU, plus an RSS watchdog thread:
-:mod:`.runtime`), loads the original file and the candidate from strings (:mod:`.loading`: no
-temporary files; the sources are registered in :mod:`linecache` under ``<harness:NAME>`` /
-``<candidate:NAME>`` so ``inspect.getsource`` works for ``triton.jit``), checks correctness on
-every seed (:mod:`.compare`) and times the entry (:mod:`.triton_eval`, :mod:`.nki_eval`), then
-checks the timing against the roofline (:mod:`.roofline`). The child's fd 1 and 2 go to pipes
-(stdout output becomes a warning, stderr a tail for crash messages); its result goes to a third
-pipe. The supervisor enforces the timeout by killing the child's process group and classifies a
-child that died without a result (signal or exit code).
+that imported torch and triton once (:mod:`.zygote`). The child (:mod:`.child`) is the JUDGE
+(issue 10): it starts a new session, becomes non-dumpable, runs the static gate (:mod:`.gate`),
+pins the device (``CUDA_VISIBLE_DEVICES`` / ``NEURON_RT_VISIBLE_CORES``), imports torch and
+triton without initialising CUDA (``TRITON_INTERPRET=1`` when no GPU is visible) and forks the
+CANDIDATE process (:mod:`.judge`, :mod:`.contestant`), the only one that imports the candidate:
+its own fds closed, capabilities dropped, a private working and temporary directory, its memory
+limited (``RLIMIT_AS`` on CPU, the judge's RSS watchdog: :mod:`.runtime`). The judge loads the
+original file's harness (:mod:`.loading`: from strings, registered in :mod:`linecache` under
+``<harness:NAME>`` / ``<candidate:NAME>`` so ``inspect.getsource`` works for ``triton.jit``),
+makes every input, computes every reference, and asks the candidate process for raw outputs,
+timing samples and launch counts (:mod:`.channel`, :mod:`.exchange`); it checks correctness on
+every seed (:mod:`.compare`), bounds the timing by its own clock (:mod:`.judge_timing`,
+:mod:`.timing`), then checks the timing against the roofline (:mod:`.roofline`). NKI candidates
+still run inside the judge (:mod:`.nki_eval`). The fd 1 and 2 of both go to pipes (stdout output
+becomes a warning, stderr a tail for crash messages); only the judge writes the result, to a
+third pipe. The supervisor enforces the timeout by killing the child's process group (the
+candidate process included) and classifies a child, or a candidate process the judge saw die,
+that died without a result (signal or exit code).
 """
 
 from __future__ import annotations

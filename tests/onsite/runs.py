@@ -84,11 +84,28 @@ class WarmRunner:
         return self.proc.wait(30)
 
 
+#: Fixtures that test the supervisor with what the static gate rejects (a hang that writes its
+#: pid to a file, a ctypes segfault, ``os._exit``). They are sent with themselves as the gate's
+#: baseline: the gate judges only what a candidate changes relative to its baseline, so they
+#: reach the supervisor (:func:`gate_baseline`).
+SELF_GATED = ("hang.py", "segfault.py", "exit3.py")
+
+
+def gate_baseline(candidate: str) -> dict:
+    """``{"baseline_source": candidate}`` when ``candidate`` is a :data:`SELF_GATED` fixture's
+    source, else ``{}`` (request fields)."""
+    if any(candidate == src(name) for name in SELF_GATED):
+        return {"baseline_source": candidate}
+    return {}
+
+
 def make_request(candidate: str, **fields) -> EvalRequest:
+    fields = {**gate_baseline(candidate), **fields}
     fields.setdefault("seeds", [1, 2])
     fields.setdefault("rep_ms", 5.0)
     fields.setdefault("timeout_s", 90.0)
-    return EvalRequest(candidate_source=candidate, harness_source=BASE, entry="add", **fields)
+    fields.setdefault("harness_source", BASE)
+    return EvalRequest(candidate_source=candidate, entry="add", **fields)
 
 
 def run_worker(

@@ -1,0 +1,248 @@
+"""The candidate process (issue 10): forked by the judge (:mod:`.judge`), it is the only process
+that imports the candidate's code, and it only returns raw material: output files, timing
+samples, launch counts.
+
+Set-up right after the fork (:func:`isolate`): every fd but 0, 1, 2 and its two channel pipes
+closed (the judge's result pipe is out of reach), death with the judge (``PR_SET_PDEATHSIG``),
+root's capabilities dropped (so the same uid cannot ptrace the non-dumpable judge or
+supervisor, or open their fds through ``/proc``), an empty private working directory and
+temporary directory (``TMPDIR``/``TEMP``/``TMP``), the memory limit (``RLIMIT_AS`` on CPU), a
+traceback dump just before the supervisor's deadline.
+
+Then it serves the judge's requests over :mod:`.channel` (:func:`serve`), one JSON line each:
+
+- first, unasked: ``{"loaded": true}`` or ``{"error": result}`` (the candidate failed to load);
+- ``{"op": "check", "inputs", "outputs", "after"}``: call the entry on the inputs file, write
+  its outputs (exact types recorded, :mod:`.exchange`) and the inputs after the call; answer
+  ``{"launches": n, "call_ms": t}``;
+- ``{"op": "time", "buffers", "pool", "warmup_ms", "rep_ms", "min_reps"}``: load the timing
+  buffers and the pool, :func:`.timing.run_timed` (warm-up on the buffers, then one timed call
+  per pool entry); answer ``{"samples_ms", "launches", "pool_index"}``;
+- ``{"op": "send", "reps": [i, ...], "paths": [p, ...]}``: write the outputs of those timed
+  repetitions; answer ``{"sent": true}``;
+- ``{"op": "exit"}``.
+
+A call that raises answers ``{"error": result}`` (:func:`.failures.classify`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from . import exchange
+from .channel import Channel
+from .failures import classify
+from .loading import load_entry
+from .runtime import arm_hang_dump, limit_address_space
+
+#: Module name the candidate is loaded under (:func:`.loading.load_entry`).
+CANDIDATE_MODULE = "accelopt_candidate"
+
+_PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAP_VERSION_3 = 0x20080522
+
+
+def _drop_capabilities(libc) -> None:
+    """Drop every capability (bounding, ambient, effective, permitted, inheritable) and set
+    no-new-privileges: a root candidate keeps uid 0 but loses ``CAP_SYS_PTRACE``,
+    ``CAP_DAC_OVERRIDE`` ..., also across ``execve``. Errors are ignored (non-root: nothing
+    to drop)."""
+    import ctypes
+
+    for cap in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if hasattr(libc, "capset"):
+        libc.capset(ctypes.byref(header), ctypes.byref(data))
+
+
+def isolate(chan_fds: tuple[int, int], dirs: dict, signum: int, judge: int) -> tuple[int, int]:
+    """Right after the fork: keep fds 0, 1, 2 and the channel (moved to 3 and 4: returned),
+    close every other fd, die with the judge (pid ``judge``, signal ``signum``), drop capabilities, move into
+    ``dirs["cwd"]`` with ``dirs["tmp"]`` as the temporary directory. Linux calls are skipped
+    where unavailable."""
+    import fcntl
+
+    rfd, wfd = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in chan_fds)  # above 4
+    os.dup2(rfd, 3, inheritable=False)
+    os.dup2(wfd, 4, inheritable=False)
+    os.closerange(5, _max_fd())
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+        _drop_capabilities(libc)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != judge:  # the judge died before the death signal was armed
+        os._exit(1)
+    os.chdir(dirs["cwd"])
+    for var in ("TMPDIR", "TEMP", "TMP"):
+        os.environ[var] = dirs["tmp"]
+    import tempfile
+
+    tempfile.tempdir = dirs["tmp"]
+    return 3, 4
+
+
+def _max_fd() -> int:
+    """One more than the highest fd this process may have."""
+    try:
+        return max(int(name) for name in os.listdir("/proc/self/fd")) + 1
+    except (OSError, ValueError):
+        return os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 4096
+
+
+class _Contestant:
+    """The candidate's entry, its launch counter and the state between requests."""
+
+    def __init__(self, chan: Channel, setup: dict, ctx: dict) -> None:
+        import torch
+
+        self.chan = chan
+        self.torch = torch
+        self.use_cuda = bool(setup["use_cuda"])
+        self.device = "cuda" if self.use_cuda else "cpu"
+        self.ctx = ctx
+        self.entry = None
+        self.counter = None
+        self.timed = None
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        self.numpy = numpy
+
+    def sync(self) -> None:
+        if self.use_cuda:
+            self.torch.cuda.synchronize()
+
+    def load(self, source: str, entry: str) -> dict:
+        """Load the candidate and install the launch counter: the first message."""
+        from .launches import LaunchCounter
+
+        try:
+            _, self.entry = load_entry(source, self.ctx["cand_file"], entry)
+        except BaseException as exc:  # noqa: BLE001 - classified for the judge
+            return {"error": classify(exc, "load", self.ctx)}
+        self.counter = LaunchCounter(CANDIDATE_MODULE)
+        self.counter.install()
+        return {"loaded": True}
+
+    def _read(self, path: str):
+        return exchange.load(path, torch=self.torch, map_location=self.device)
+
+    def _write(self, path: str, obj) -> None:
+        exchange.save(path, _compact(self.torch, obj), torch=self.torch, numpy=self.numpy)
+
+    def check(self, msg: dict) -> dict:
+        """One correctness call."""
+        inputs = tuple(self._read(msg["inputs"]))
+        self.counter.take()
+        t0 = time.perf_counter()
+        out = self.entry(*inputs)
+        self.sync()
+        call_ms = (time.perf_counter() - t0) * 1000.0
+        launches = self.counter.take()
+        self._write(msg["outputs"], out)
+        self._write(msg["after"], inputs)
+        return {"launches": launches, "call_ms": call_ms}
+
+    def time(self, msg: dict) -> dict:
+        """Warm-up on the timing buffers, then the timed repetitions over the pool
+        (:func:`.timing.run_timed`)."""
+        from .timing import run_timed
+
+        buffers = tuple(self._read(msg["buffers"]))
+        pool = [tuple(entry) for entry in self._read(msg["pool"])]
+        self.timed = run_timed(
+            self.entry,
+            buffers,
+            pool,
+            torch=self.torch,
+            use_cuda=self.use_cuda,
+            counter=self.counter,
+            rep_ms=float(msg["rep_ms"]),
+            warmup_ms=float(msg["warmup_ms"]),
+            min_reps=int(msg["min_reps"]),
+            max_warmup_calls=int(msg.get("max_warmup_calls") or 1),
+        )
+        return {
+            "samples_ms": [float(s) for s in self.timed.samples_ms],
+            "launches": [int(n) for n in self.timed.launches],
+            "pool_index": [int(i) for i in self.timed.pool_index],
+        }
+
+    def send(self, msg: dict) -> dict:
+        """Write the outputs of the timed repetitions the judge picked."""
+        for rep, path in zip(msg["reps"], msg["paths"], strict=True):
+            self._write(path, self.timed.outputs[int(rep)])
+        return {"sent": True}
+
+
+def _compact(torch, obj):
+    """``obj`` with every tensor that views a larger storage cloned (``torch.save`` writes a
+    view's whole storage)."""
+    if type(obj) is torch.Tensor:
+        obj = obj.detach()
+        if obj.untyped_storage().nbytes() > obj.numel() * obj.element_size():
+            return obj.clone()
+        return obj
+    if type(obj) in (tuple, list):
+        return type(obj)(_compact(torch, o) for o in obj)
+    return obj
+
+
+def serve(chan: Channel, setup: dict, ctx: dict) -> None:
+    """Load the candidate, then answer the judge's requests until ``exit`` or the end of the
+    channel; never returns."""
+    me = _Contestant(chan, setup, ctx)
+    first = me.load(setup["candidate_source"], setup["entry"])
+    chan.send(first)
+    if "error" in first:
+        os._exit(0)
+    handlers = {"check": me.check, "time": me.time, "send": me.send}
+    while True:
+        try:
+            msg = chan.recv()
+        except Exception:  # noqa: BLE001 - the judge is gone or broke the channel
+            os._exit(0)
+        handler = handlers.get(msg.get("op"))
+        if handler is None:
+            os._exit(0)
+        try:
+            answer = handler(msg)
+        except BaseException as exc:  # noqa: BLE001 - classified for the judge
+            answer = {"error": classify(exc, "run", ctx)}
+        sys.stdout.flush()
+        chan.send(answer)
+
+
+def main(chan_fds: tuple[int, int], setup: dict, ctx: dict) -> None:
+    """The candidate process's body after the fork (``setup``: ``candidate_source``,
+    ``entry``, ``use_cuda``, ``dirs``, ``deadline`` (monotonic s), ``memory_limit_mb``,
+    ``judge`` (its pid));
+    never returns."""
+    import faulthandler
+    import signal
+
+    try:
+        rfd, wfd = isolate(chan_fds, setup["dirs"], signal.SIGKILL, setup["judge"])
+        faulthandler.enable(file=sys.stderr)
+        left = setup["deadline"] - time.monotonic()
+        arm_hang_dump(max(left, 0.1))
+        if not setup["use_cuda"]:
+            limit_address_space(int(setup["memory_limit_mb"]) * 1024 * 1024)
+        serve(Channel(rfd, wfd), setup, ctx)
+    finally:
+        os._exit(1)

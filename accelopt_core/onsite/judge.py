@@ -1,0 +1,384 @@
+"""The judge's handle on the candidate process (issue 10: the judge never imports candidate code).
+
+The judge is the evaluation child that :mod:`.supervisor` forks; it is the only process that
+writes the result. :func:`spawn` forks the candidate process (:mod:`.contestant`) right after
+the stack is imported, before the judge loads the harness, makes any input or initialises CUDA;
+:class:`Candidate` then asks it for raw material over :mod:`.channel` and reads the files it
+writes through :mod:`.exchange`. Everything that comes back is untrusted: an answer that is not
+what was asked is a ``rejected`` result with rule ``protocol violation``; a classified error of
+the candidate's own code (``{"error": ...}``) keeps only a ``compile_error`` / ``runtime_error``
+status, a message and a line; a candidate that dies becomes a result carrying its wait status
+in ``candidate_status``, which the supervisor turns into the usual ``runtime_error`` naming the
+signal or exit code with its stderr (:func:`.supervisor._death`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+from . import contestant, exchange
+from .channel import Channel, ChannelError
+from .failures import Failure
+from .protocol import result_dict
+
+#: Rules of the judge (status ``rejected``, field ``rule``).
+NO_LAUNCH_RULE = "no kernel launch"
+PLAIN_RULE = "output not a plain tensor"
+#: Rule of a candidate process that answers something else than what the judge asked.
+PROTOCOL_RULE = "protocol violation"
+#: Extra seconds the judge waits for an answer past the supervisor's deadline (the supervisor
+#: kills both processes first and reports the timeout with the candidate's hang line).
+_GRACE_S = 5.0
+#: Name prefix of an evaluation's directories, followed by the supervisor's pid.
+_PREFIX = "accelopt-eval-"
+_CTX_KEYS = ("cand_file", "memory_limit_mb", "cand_tree", "kernels", "interpreter")
+
+
+def set_nondumpable() -> None:
+    """``PR_SET_DUMPABLE`` 0 (Linux): a process of the same uid without ``CAP_SYS_PTRACE``
+    cannot ptrace this one or open its ``/proc/<pid>/mem`` or ``/proc/<pid>/fd``; inherited by
+    children. Elsewhere nothing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
+def protocol_violation(detail: str) -> Failure:
+    """A ``rejected`` Failure with rule ``protocol violation``."""
+    return Failure(
+        result_dict(
+            "rejected",
+            f"the candidate process broke the judge's protocol: {detail[:300]}",
+            rule=PROTOCOL_RULE,
+        )
+    )
+
+
+def _sanitized(error) -> dict:
+    """The candidate's classified error, reduced to what it may claim (status, message, line)."""
+    if not isinstance(error, dict) or error.get("status") not in ("compile_error", "runtime_error"):
+        raise protocol_violation(f"an error report that is no error: {str(error)[:120]}")
+    line = error.get("line")
+    return result_dict(
+        error["status"],
+        str(error.get("message"))[:2000],
+        line=line if type(line) is int else None,
+    )
+
+
+def new_dirs() -> dict:
+    """Fresh private directories for one evaluation (mode 0700): ``cwd`` and ``tmp`` (the
+    candidate's working and temporary directories, under ``root`` in the default temporary
+    directory) and ``x`` (the exchange files; under ``/dev/shm`` where it is writable, so the
+    tensors go through memory), named ``accelopt-eval-<this pid>-...``. Remove them with
+    :func:`remove_dirs`; those of dead supervisors are swept first (:func:`sweep`)."""
+    shm = "/dev/shm"
+    shm_ok = os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK)
+    sweep([tempfile.gettempdir()] + ([shm] if shm_ok else []))
+    tag = f"{_PREFIX}{os.getpid()}-"
+    root = tempfile.mkdtemp(prefix=tag)
+    dirs = {"root": root, "cwd": os.path.join(root, "cwd"), "tmp": os.path.join(root, "tmp")}
+    if shm_ok:
+        dirs["xroot"] = dirs["x"] = tempfile.mkdtemp(prefix=tag, dir=shm)
+    else:
+        dirs["x"] = os.path.join(root, "x")
+    for name in ("cwd", "tmp", "x"):
+        if not os.path.isdir(dirs[name]):
+            os.mkdir(dirs[name], 0o700)
+    return dirs
+
+
+def sweep(parents: list[str]) -> None:
+    """Remove the evaluation directories in ``parents`` whose supervisor (the pid in their
+    name, :func:`new_dirs`) is gone: a supervisor killed with SIGKILL (its owner died, a target
+    cancelled it) cannot remove its own. Errors are ignored."""
+    for parent in parents:
+        try:
+            names = [n for n in os.listdir(parent) if n.startswith(_PREFIX)]
+        except OSError:
+            continue
+        for name in names:
+            pid = name[len(_PREFIX) :].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def remove_dirs(dirs: dict | None) -> None:
+    """Remove what :func:`new_dirs` made (errors ignored)."""
+    for key in ("root", "xroot"):
+        if dirs and dirs.get(key):
+            shutil.rmtree(dirs[key], ignore_errors=True)
+
+
+class Candidate:
+    """The judge's end of the candidate process: its pid, the channel, the exchange directory.
+
+    ``deadline``: monotonic time (s) after which no answer is awaited (past the supervisor's
+    own deadline); ``call_ms``: the call times the candidate reported for correctness checks.
+    """
+
+    def __init__(self, pid: int, chan: Channel, xdir: str, deadline: float) -> None:
+        self.pid = pid
+        self.chan = chan
+        self.xdir = xdir
+        self.deadline = deadline
+        self.status: int | None = None
+        self.call_ms: list[float] = []
+        self.wall_call_ms: list[float] = []  # check round trips on the judge's clock
+        self._n = 0
+
+    def path(self, name: str) -> str:
+        """A fresh file name in the exchange directory (chosen by the judge, never by the
+        candidate)."""
+        self._n += 1
+        return os.path.join(self.xdir, f"{self._n:04d}-{name}.pt")
+
+    def recv(self) -> dict:
+        """The next answer. Raises Failure: the candidate died (``candidate_status``), broke
+        the protocol, reported its own error, or the deadline passed."""
+        try:
+            answer = self.chan.recv(max(self.deadline - time.monotonic(), 0.01))
+        except ChannelError as exc:
+            if exc.kind == "closed":
+                raise Failure(self.death()) from None
+            if exc.kind == "timeout":
+                raise Failure(
+                    result_dict("timeout", "no answer from the candidate process")
+                ) from None
+            raise protocol_violation(str(exc)) from None
+        if "error" in answer:
+            raise Failure(self.sanitized(answer["error"]))
+        return answer
+
+    def sanitized(self, error) -> dict:
+        """What an error report of this process may claim (:func:`_sanitized`)."""
+        return _sanitized(error)
+
+    def ask(self, message: dict, expect: str) -> dict:
+        """Send ``message``; the answer, which must hold the key ``expect``."""
+        try:
+            self.chan.send(message)
+        except ChannelError:
+            raise Failure(self.death()) from None
+        answer = self.recv()
+        if expect not in answer:
+            raise protocol_violation(f"expected '{expect}', got {sorted(answer)[:5]}")
+        return answer
+
+    def fetch(self, path: str, torch, device: str = "cpu"):
+        """The value the process wrote to ``path`` (on ``device``), then the file is removed.
+        Raises Failure (protocol violation) for a missing or malformed file."""
+        try:
+            return self.load(path, torch, device)
+        finally:
+            discard(path)
+
+    def load(self, path: str, torch, device: str = "cpu"):
+        """The value the process wrote to ``path`` (on ``device``); the file stays. Raises
+        Failure (protocol violation) for a missing or malformed file."""
+        try:
+            return exchange.load(path, torch=torch, map_location=device)
+        except exchange.ExchangeError as exc:
+            raise protocol_violation(str(exc)) from None
+
+    def _wait(self, timeout_s: float) -> int | None:
+        end = time.monotonic() + timeout_s
+        while self.status is None:
+            done, st = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.status = st
+            elif time.monotonic() >= end:
+                return None
+            else:
+                time.sleep(0.005)
+        return self.status
+
+    def death(self) -> dict:
+        """The result for a candidate whose channel closed: its wait status (killed after 2 s
+        if it still runs) in ``candidate_status``, for the supervisor to classify."""
+        status = self._wait(2.0)
+        if status is None:
+            self.kill()
+            status = self._wait(2.0) or 0
+        return result_dict("runtime_error", "the candidate process died", candidate_status=status)
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        """Ask the candidate to exit, kill it after 1 s, reap it, close the channel."""
+        if self.status is None:
+            try:
+                self.chan.send({"op": "exit"})
+            except ChannelError:
+                pass
+            if self._wait(1.0) is None:
+                self.kill()
+                self._wait(5.0)
+        self.chan.close()
+
+
+def discard(path: str) -> None:
+    """Remove an exchange file (errors ignored)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Candidate:
+    """Fork the candidate process (:func:`.contestant.main`) and return the judge's handle.
+    Call before the harness is loaded, any input is made or CUDA is initialised. The child
+    gets no reference to the judge's result pipe (its emitter is disarmed, its fds closed)."""
+    j2c_r, j2c_w = os.pipe()
+    c2j_r, c2j_w = os.pipe()
+    setup = {
+        "candidate_source": req["candidate_source"],
+        "entry": req["entry"],
+        "use_cuda": use_cuda,
+        "dirs": dirs,
+        "deadline": ctx["deadline"],
+        "memory_limit_mb": int(req.get("memory_limit_mb") or 8192),
+        "judge": os.getpid(),
+    }
+    cctx = {k: ctx[k] for k in _CTX_KEYS if k in ctx}
+    cancel = ctx.get("cancel_hang_dump")
+    if cancel is not None:
+        cancel()  # its timer thread must not cross the fork
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the candidate process
+        try:
+            emitter = ctx.get("emitter")
+            if emitter is not None:
+                emitter.done, emitter.fd = True, -1
+            for key in ("harness_source", "baseline_source", "seeds", "timing_seed"):
+                req.pop(key, None)
+            os.close(j2c_w)
+            os.close(c2j_r)
+            contestant.main((j2c_r, c2j_w), setup, cctx)
+        finally:
+            os._exit(1)
+    os.close(j2c_r)
+    os.close(c2j_w)
+    hard = ctx["start"] + float(req.get("timeout_s") or 120.0) + _GRACE_S
+    return Candidate(pid, Channel(c2j_r, j2c_w), dirs["x"], hard)
+
+
+class ReferencePeer(Candidate):
+    """The judge's end of the reference process (:mod:`.referee`): as :class:`Candidate`, but
+    its death or silence is the harness's, not the candidate's."""
+
+    def path(self, name: str) -> str:
+        self._n += 1
+        return os.path.join(self.xdir, f"ref-{self._n:04d}-{name}.pt")
+
+    def sanitized(self, error) -> dict:
+        """The harness's errors, plus the one rejection it reports: reference poisoning."""
+        from .integrity import POISON_RULE
+
+        if isinstance(error, dict) and error.get("rule") == POISON_RULE:
+            return result_dict("rejected", str(error.get("message"))[:2000], rule=POISON_RULE)
+        return _sanitized(error)
+
+    def death(self) -> dict:
+        status = self._wait(2.0)
+        if status is None:
+            self.kill()
+            self._wait(2.0)
+        return result_dict(
+            "runtime_error",
+            "the reference process (the original file's get_inputs / reference) died"
+            + (f" ({_how(status)})" if status is not None else ""),
+        )
+
+
+def _how(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"exit code {os.WEXITSTATUS(status)}"
+
+
+def spawn_reference(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> ReferencePeer:
+    """Fork the reference process (:func:`.referee.main`), which loads the ORIGINAL file's
+    harness in isolation, and return the judge's handle. Call after :func:`spawn` and before
+    CUDA is initialised in the judge."""
+    from . import referee
+
+    j2r_r, j2r_w = os.pipe()
+    r2j_r, r2j_w = os.pipe()
+    setup = {
+        "harness_source": req["harness_source"],
+        "source_name": str(req.get("source_name") or "candidate.py"),
+        "use_cuda": use_cuda,
+        "dirs": dirs,
+        "memory_limit_mb": int(req.get("memory_limit_mb") or 8192),
+        "judge": os.getpid(),
+    }
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the reference process
+        try:
+            emitter = ctx.get("emitter")
+            if emitter is not None:
+                emitter.done, emitter.fd = True, -1
+            os.close(j2r_w)
+            os.close(r2j_r)
+            referee.main((j2r_r, r2j_w), setup)
+        finally:
+            os._exit(1)
+    os.close(j2r_r)
+    os.close(r2j_w)
+    hard = ctx["start"] + float(req.get("timeout_s") or 120.0) + _GRACE_S
+    return ReferencePeer(pid, Channel(r2j_r, j2r_w), dirs["x"], hard)
+
+
+def rejected(rule: str, message: str) -> Failure:
+    """A ``rejected`` Failure with its rule."""
+    return Failure(result_dict("rejected", message, rule=rule))
+
+
+def no_launch(launches, where: str) -> None:
+    """Raise the ``no kernel launch`` rejection unless ``launches`` is an int >= 1."""
+    if type(launches) is not int or launches < 1:
+        raise rejected(
+            NO_LAUNCH_RULE,
+            f"no kernel launch: the entry launched no @triton.jit kernel of the candidate on "
+            f"{where} (it must compute in its kernels)",
+        )
+
+
+def plain_outputs(out, where: str) -> None:
+    """Raise the ``output not a plain tensor`` rejection when an output leaf was of another
+    type than ``torch.Tensor`` / ``numpy.ndarray`` / a plain scalar in the candidate process."""
+    found = exchange.foreign(out)
+    if found is not None:
+        position, name = found
+        raise rejected(
+            PLAIN_RULE,
+            f"output not a plain tensor: output{position} on {where} is a '{name}', not "
+            "exactly a torch.Tensor or numpy.ndarray (no subclasses or proxies)",
+        )

@@ -1,0 +1,256 @@
+"""The reference process (issue 10): the original file's harness runs here, not in the judge.
+
+The judge never executes user or candidate code. The ORIGINAL file (whose ``get_inputs``,
+``reference`` and ``BENCH`` define correctness) is the user's code; under ``accelopt profile``
+the profiled file is both the original and the candidate, so it may be just as hostile as a
+candidate: module-level code that finds the judge's result emitter, writes to its fds or
+patches the libraries the comparison uses. So the judge forks this process, with the same
+isolation as the candidate process (:func:`.contestant.isolate`: fds closed, death with the
+judge, capabilities dropped, private directories), right after the candidate process and
+before it touches CUDA. It loads the harness and answers over :mod:`.channel`; inputs and
+reference outputs come back as files (:mod:`.exchange`, loaded with ``weights_only``), which
+the judge treats as data.
+
+Messages (judge -> reference process, one JSON line each; answers below):
+
+- first, unasked: ``{"bench": {"rtol", "atol"}}`` (the numeric tolerances of ``BENCH``) or
+  ``{"error": result}`` (the harness failed to load, or replaced a library function the
+  reference uses: :mod:`.integrity`);
+- ``{"op": "cases", "seeds": [s, ...], "inputs": [path, ...], "expected": [path|None, ...]}``:
+  ``get_inputs(s, device)`` for each seed (kept for later ``expected`` requests), written to
+  its inputs path, and ``reference`` on a copy written to its expected path when one is given;
+  answer ``{"done": true}``;
+- ``{"op": "expected", "seeds": [...], "paths": [...]}``: the reference of inputs made earlier;
+- ``{"op": "work", "seed": s}``: ``BENCH["flops"]`` / ``BENCH["bytes"]`` of that seed's inputs,
+  answer ``{"work": {"flops": F, "bytes": B}, "warnings": [...]}``;
+- ``{"op": "exit"}``.
+
+A harness that raises answers ``{"error": result}`` (``runtime_error`` naming the harness part).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from . import exchange, integrity
+from .channel import Channel
+from .compare import clone
+from .failures import short
+from .loading import load_harness
+from .protocol import result_dict
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class _Referee:
+    """The loaded harness and the inputs made so far, by seed."""
+
+    def __init__(self, setup: dict) -> None:
+        import torch
+
+        self.torch = torch
+        self.use_cuda = bool(setup["use_cuda"])
+        self.device = "cuda" if self.use_cuda else "cpu"
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        self.numpy = numpy
+        self.harness = None
+        self.inputs: dict[int, tuple] = {}
+        self.digests: dict[str, str] = {}
+
+    def sync(self) -> None:
+        if self.use_cuda:
+            self.torch.cuda.synchronize()
+
+    def load(self, source: str, source_name: str) -> dict:
+        """The first message: the tolerances, or the load error / the poisoning found."""
+        before = integrity.snapshot()
+        try:
+            self.harness = load_harness(source, source_name)
+        except BaseException as exc:  # noqa: BLE001
+            return {
+                "error": result_dict(
+                    "runtime_error",
+                    "the original file's harness (get_inputs, reference, BENCH) failed to "
+                    f"load: {short(exc)}",
+                )
+            }
+        patched = integrity.replaced(before)
+        if patched:
+            more = f" and {len(patched) - 3} more" if len(patched) > 3 else ""
+            return {
+                "error": result_dict(
+                    "rejected",
+                    "reference poisoning: the original file's module-level code replaces "
+                    f"{', '.join(patched[:3])}{more}, which the reference uses; the judge "
+                    "cannot trust its reference",
+                    rule=integrity.POISON_RULE,
+                )
+            }
+        bench = self.harness.bench
+        return {"bench": {k: _number(bench.get(k)) for k in ("rtol", "atol") if k in bench}}
+
+    def _make(self, seed: int) -> tuple:
+        if seed not in self.inputs:
+            self.inputs[seed] = tuple(self.harness.get_inputs(seed, self.device))
+            self.sync()
+        return self.inputs[seed]
+
+    def _save(self, path: str, obj) -> None:
+        exchange.save(path, obj, torch=self.torch, numpy=self.numpy)
+        self.digests[path] = exchange.digest(path)
+
+    def _answer(self) -> dict:
+        """``{"done": true, "sha256": {path: digest}}`` of the files written for a request."""
+        digests, self.digests = self.digests, {}
+        return {"done": True, "sha256": digests}
+
+    def cases(self, msg: dict) -> dict:
+        for seed, p_in, p_ref in zip(msg["seeds"], msg["inputs"], msg["expected"], strict=True):
+            inputs = self._make(int(seed))
+            self._save(p_in, inputs)
+            if p_ref:
+                self._save(p_ref, self._reference(int(seed)))
+        return self._answer()
+
+    def _reference(self, seed: int):
+        out = self.harness.reference(*clone(self._make(seed)))
+        self.sync()
+        return out
+
+    def expected(self, msg: dict) -> dict:
+        for seed, path in zip(msg["seeds"], msg["paths"], strict=True):
+            self._save(path, self._reference(int(seed)))
+        return self._answer()
+
+    def work(self, msg: dict) -> dict:
+        """``BENCH``'s flops/bytes of one call on the inputs of ``msg["seed"]``."""
+        from .roofline import work_of
+
+        result: dict = {}
+        work = work_of(self.harness.bench, self._make(int(msg["seed"])), result)
+        return {"work": work, "warnings": result.get("warnings", [])}
+
+
+def serve(chan: Channel, setup: dict) -> None:
+    """Load the harness, then answer the judge until ``exit`` or the end of the channel."""
+    me = _Referee(setup)
+    first = me.load(setup["harness_source"], setup["source_name"])
+    chan.send(first)
+    if "error" in first:
+        os._exit(0)
+    handlers = {"cases": me.cases, "expected": me.expected, "work": me.work}
+    while True:
+        try:
+            msg = chan.recv()
+        except Exception:  # noqa: BLE001 - the judge is gone or broke the channel
+            os._exit(0)
+        handler = handlers.get(msg.get("op"))
+        if handler is None:
+            os._exit(0)
+        try:
+            answer = handler(msg)
+        except BaseException as exc:  # noqa: BLE001 - reported as the harness's failure
+            what = f"seed {msg['seeds'][0]}" if msg.get("seeds") else "its inputs"
+            answer = {
+                "error": result_dict("runtime_error", f"the harness failed on {what}: {short(exc)}")
+            }
+        sys.stdout.flush()
+        chan.send(answer)
+
+
+def main(chan_fds: tuple[int, int], setup: dict) -> None:
+    """The reference process's body after the fork (``setup``: ``harness_source``,
+    ``source_name``, ``use_cuda``, ``dirs``, ``memory_limit_mb``, ``judge`` (its pid));
+    never returns."""
+    import signal
+
+    from .contestant import isolate
+    from .runtime import limit_address_space
+
+    try:
+        rfd, wfd = isolate(chan_fds, setup["dirs"], signal.SIGKILL, setup["judge"])
+        if not setup["use_cuda"]:
+            limit_address_space(int(setup["memory_limit_mb"]) * 1024 * 1024)
+        serve(Channel(rfd, wfd), setup)
+    finally:
+        os._exit(1)
+
+
+class Reference:
+    """The judge's end of the reference process: the harness as data.
+
+    Args:
+        peer: the process handle (:class:`.judge.Candidate`'s channel, deadline and exchange
+            directory logic, reused).
+        bench: the tolerances the process reported (``rtol``, ``atol``; absent: defaults).
+    """
+
+    def __init__(self, peer, bench: dict) -> None:
+        self.peer = peer
+        self.bench = {k: v for k, v in bench.items() if isinstance(v, float)}
+        self._sha: dict[str, str] = {}
+
+    def _ask(self, msg: dict) -> None:
+        answer = self.peer.ask(msg, "done")
+        sha = answer.get("sha256")
+        self._sha = sha if isinstance(sha, dict) else {}
+
+    def _read(self, path: str, torch, device: str = "cpu", keep: bool = False):
+        """The file's value, verified against the digest the process reported over the
+        channel (the candidate process shares the directory and could replace the file)."""
+        from .judge import discard, protocol_violation
+
+        try:
+            return exchange.load(
+                path, torch=torch, map_location=device, sha256=str(self._sha.get(path, ""))
+            )
+        except exchange.ExchangeError as exc:
+            raise protocol_violation(f"reference file: {exc}") from None
+        finally:
+            if not keep:
+                discard(path)
+
+    def case(self, seed: int, torch) -> tuple[str, tuple, object]:
+        """``(inputs file, inputs, reference outputs)`` of ``seed``, both on the CPU; the file
+        is left for the candidate (the caller removes it). Raises Failure (the harness's
+        runtime_error, or the process's death)."""
+        p_in, p_ref = self.peer.path("inputs"), self.peer.path("expected")
+        self._ask({"op": "cases", "seeds": [seed], "inputs": [p_in], "expected": [p_ref]})
+        inputs = self._read(p_in, torch, keep=True)
+        return p_in, tuple(inputs), self._read(p_ref, torch)
+
+    def inputs(self, seeds: list[int], torch, device: str) -> list[tuple]:
+        """The inputs of ``seeds`` on ``device`` (kept by the process for :meth:`expected`)."""
+        paths = [self.peer.path("inputs") for _ in seeds]
+        msg = {
+            "op": "cases",
+            "seeds": list(seeds),
+            "inputs": paths,
+            "expected": [None] * len(seeds),
+        }
+        self._ask(msg)
+        return [tuple(self._read(p, torch, device)) for p in paths]
+
+    def expected(self, seeds: list[int], torch) -> list:
+        """The reference outputs (CPU) of inputs made earlier by :meth:`inputs`."""
+        paths = [self.peer.path("expected") for _ in seeds]
+        self._ask({"op": "expected", "seeds": list(seeds), "paths": paths})
+        return [self._read(p, torch) for p in paths]
+
+    def work(self, seed: int) -> tuple[dict[str, float], list[str]]:
+        """``({"flops", "bytes"}, warnings)`` of one call on the inputs of ``seed``."""
+        answer = self.peer.ask({"op": "work", "seed": seed}, "work")
+        work = answer.get("work") if isinstance(answer.get("work"), dict) else {}
+        clean = {
+            k: float(v)
+            for k, v in work.items()
+            if k in ("flops", "bytes") and _number(v) is not None
+        }
+        notes = [str(w)[:300] for w in answer.get("warnings") or [] if isinstance(w, str)]
+        return clean, notes[:5]
