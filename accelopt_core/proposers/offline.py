@@ -14,6 +14,11 @@ Plans are single changes such as ``BLOCK_SIZE 32 -> 128`` or ``num_warps 1 -> 4`
 apply a plan (the first exactly, the others with one more change). Rewrites replace only the
 integer literal's text, so everything else in the module stays byte-identical.
 
+Under CPU timing (the baseline timed by the Triton interpreter or the NKI simulator, see
+:data:`CPU_TIMINGS`) the launch parameters that timing ignores (:data:`IGNORED_ON_CPU`:
+``num_warps``, ``num_stages``, ...) are never proposed: a change to them alone can only
+measure noise (issue 10, "Noise is not a speedup").
+
 Bounds (Triton block shapes must be powers of two; ``tl.dot`` needs every dimension >= 16,
 and matmul tiles above 128 rarely fit shared memory): block sizes 16..8192, but 16..128 for
 kernels that call ``tl.dot``; ``num_warps`` 1, 2, 4, 8, 16; ``num_stages`` 1..5. NKI tiles:
@@ -36,6 +41,9 @@ from accelopt_core.proposers.base import Plan, ProposalContext, Rule, Sample, Us
 from accelopt_core.textdiff import SourceRange, apply_hunks, split_lines
 
 __all__ = [
+    "CPU_TIMINGS",
+    "IGNORED_ON_CPU",
+    "timing_ignores_launch_params",
     "TunableParam",
     "Change",
     "find_tunables",
@@ -57,6 +65,19 @@ NKI_TILE_MIN, NKI_PMAX, NKI_FREE_MAX, NKI_PSUM_FMAX = 32, 128, 2048, 512
 _NKI_PARTITION_SUFFIXES = ("_P", "_K", "_M")
 #: Largest step (in doublings) preferred before bigger jumps are tried.
 PREFERRED_MAX_STEP = 3
+#: Timing modes measured on a CPU (``EvalResult.timing``): the Triton interpreter runs a launch
+#: as plain loops and the NKI simulator counts instructions, so neither sees launch parameters.
+CPU_TIMINGS = ("interpreter", "simulated")
+#: Launch keywords of ``kernel[grid](...)`` / ``triton.Config`` that only change how the GPU
+#: runs a program (warps per program, pipeline stages, CTAs per cluster, register cap); the
+#: Triton interpreter accepts and ignores them.
+IGNORED_ON_CPU = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def timing_ignores_launch_params(timing: str | None) -> bool:
+    """True when latencies of timing mode ``timing`` (``EvalResult.timing``) cannot see the
+    launch parameters of :data:`IGNORED_ON_CPU` (``interpreter``, ``simulated``)."""
+    return timing in CPU_TIMINGS
 
 
 @dataclass(frozen=True)
@@ -397,8 +418,10 @@ class OfflineProposer:
     async def plan(self, ctx: ProposalContext, n: int) -> list[Plan]:
         """Up to ``n`` plans, each one change not yet proposed for this parent, taken
         round-robin over the parameters (in an order drawn from the seed), preferred moves
-        first. Fewer (or none) when the launcher exposes nothing left to change."""
-        params = find_tunables(ctx.parent_source, ctx.kernel_name)
+        first. Fewer (or none) when the launcher exposes nothing left to change. Under CPU
+        timing (the baseline's ``timing`` in :data:`CPU_TIMINGS`) no plan changes
+        ``num_warps`` or ``num_stages``."""
+        params = _proposable(find_tunables(ctx.parent_source, ctx.kernel_name), ctx)
         per_param = [_ranked_moves(p, self._rng) for p in params]
         self._rng.shuffle(per_param)
         tried = self._tried.setdefault(
@@ -415,7 +438,8 @@ class OfflineProposer:
 
     async def implement(self, ctx: ProposalContext, plan: Plan, k: int) -> list[Sample]:
         """Up to ``k`` samples: the first applies ``plan`` exactly; each further one adds one
-        change of another parameter (preferred moves first), skipping candidates already
+        change of another parameter (preferred moves first; under CPU timing never
+        ``num_warps``/``num_stages``), skipping candidates already
         produced for this parent by an earlier plan, so fewer than ``k`` may come back. A plan
         whose parameter is no longer in the parent gives one Sample with ``source=None`` and
         the reason."""
@@ -431,7 +455,11 @@ class OfflineProposer:
         made.add(source_fingerprint(first))
         samples = [Sample(first)]
         touched = {c.param.key for c in base}
-        extras = [_ranked_moves(p, self._rng) for key, p in params.items() if key not in touched]
+        extras = [
+            _ranked_moves(p, self._rng)
+            for p in _proposable(list(params.values()), ctx)
+            if p.key not in touched
+        ]
         self._rng.shuffle(extras)
         # Extra changes round-robin over the other parameters, skipping any candidate this
         # parent already produced (plan A + change B == plan B + change A).
@@ -477,6 +505,15 @@ class OfflineProposer:
     def usage(self) -> dict[str, Usage]:
         """No LLM, no tokens: always ``{}``."""
         return {}
+
+
+def _proposable(params: list[TunableParam], ctx: ProposalContext) -> list[TunableParam]:
+    """``params`` without the launch parameters the search's timing ignores: under CPU timing
+    (the baseline's or the parent's ``timing``) ``num_warps``/``num_stages`` are dropped."""
+    timings = (ctx.baseline_result.timing, ctx.parent_result.timing)
+    if not any(timing_ignores_launch_params(t) for t in timings):
+        return params
+    return [p for p in params if p.kind not in IGNORED_ON_CPU]
 
 
 def _mark(change: Change) -> tuple[str, str, str, int]:

@@ -1,20 +1,24 @@
 """Candidates of the beam search and the rules that compare them.
 
 A candidate is one kernel version the search met (the baseline or a rewrite), identified by its
-normalized source. :func:`is_faster` is the noise rule every comparison of the search uses;
-:func:`rank_verified` is the report's ranking.
+normalized source. :func:`is_faster` is the noise rule every comparison of the search uses
+(:func:`beats` on two results); :func:`rank_verified` is the report's ranking (only steps
+confirmed by the interleaved re-timing of :mod:`.retime`); :func:`launch_only_change` finds
+the rewrites that CPU timing cannot judge (issue 10, "Noise is not a speedup").
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from accelopt_core.kernelfile import normalize_source
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Plan
+from accelopt_core.proposers.offline import IGNORED_ON_CPU
 from accelopt_core.textdiff import unified_diff
 
 #: Statuses a fixer may repair (the others are infrastructure or policy failures).
@@ -36,13 +40,21 @@ class Candidate:
         source: the full module (kernels, launcher and the original harness).
         parent_id: the candidate it was derived from (None for the baseline).
         plan_title / plan_text: the plan that produced it.
-        result: its evaluation; after re-timing, ``latency_ms`` is the slower of the two medians.
+        result: its evaluation; after re-timing, ``latency_ms`` is the slower of its first
+            median and the median of its re-timing rounds.
         iteration: the iteration that produced it (0 for the baseline).
         speedup: baseline latency / this latency (None until both are timed).
         rank: 1-based rank among verified improvements in the final report.
-        retimed: True once a second, independent timing confirmed the latency.
+        retimed: True once its re-timing ended (whatever its verdict).
         tokens: LLM tokens spent on producing it (its share of the planner call plus the executor).
         fixed: True when the fixer produced it from a failed sample.
+        confirmed: True when the interleaved A/B re-timing against its parent confirmed the
+            step (:class:`~accelopt_core.search.retime.Retimer`); only confirmed candidates are
+            ranked, become a new best or a positive experience.
+        ignored_by_timing: it differs from its parent only in launch parameters its timing
+            mode ignores (:func:`launch_only_change` under ``interpreter``/``simulated``
+            timing): it counts as equal to its parent (never an improvement nor a regression).
+        ab_ratios: child/parent latency ratio of each re-timing round (< 1: the child won).
     """
 
     id: str
@@ -57,6 +69,9 @@ class Candidate:
     retimed: bool = False
     tokens: int = 0
     fixed: bool = False
+    confirmed: bool = False
+    ignored_by_timing: bool = False
+    ab_ratios: list[float] = field(default_factory=list)
 
     @classmethod
     def baseline(cls, source: str, result: EvalResult, *, retimed: bool = True) -> Candidate:
@@ -121,6 +136,9 @@ class Candidate:
             "parent_id": self.parent_id,
             "iteration": self.iteration,
             "retimed": self.retimed,
+            "confirmed": self.confirmed,
+            "ignored_by_timing": self.ignored_by_timing,
+            "ab_ratios": list(self.ab_ratios),
             "tokens": self.tokens,
             "fixed": self.fixed,
             "pct_of_peak": self.result.pct_of_peak,
@@ -147,29 +165,116 @@ class Candidate:
             retimed=bool(data.get("retimed", False)),
             tokens=int(data.get("tokens", 0)),
             fixed=bool(data.get("fixed", False)),
+            # Records written before issue 10 ranked only re-timed, confirmed steps.
+            confirmed=bool(data.get("confirmed", data.get("rank") is not None)),
+            ignored_by_timing=bool(data.get("ignored_by_timing", False)),
+            ab_ratios=[float(r) for r in data.get("ab_ratios") or []],
         )
 
 
-def is_faster(fast: Candidate, slow: Candidate, margin: float) -> bool:
-    """The noise rule: ``fast`` beats ``slow`` only if both are correct and timed, its median is
-    below ``(1 - margin)`` x the other's, and (when both carry p20/p80) its p80 is below the other's
-    p20, so the two timing spreads do not overlap."""
-    a, b = fast.latency_ms, slow.latency_ms
+def beats(fast: EvalResult, slow: EvalResult, margin: float) -> bool:
+    """The noise rule on two results: ``fast`` beats ``slow`` only if both are ok and timed, its
+    median is below ``(1 - margin)`` x the other's, and (when both carry p20/p80) its p80 is
+    below the other's p20, so the two timing spreads do not overlap."""
+    a = fast.latency_ms if fast.ok else None
+    b = slow.latency_ms if slow.ok else None
     if a is None or b is None or a >= b * (1 - margin):
         return False
-    p80, p20 = fast.result.p80_ms, slow.result.p20_ms
+    p80, p20 = fast.p80_ms, slow.p20_ms
     return p80 is None or p20 is None or p80 < p20
+
+
+def is_faster(fast: Candidate, slow: Candidate, margin: float) -> bool:
+    """The noise rule (:func:`beats`) on two candidates' results."""
+    return beats(fast.result, slow.result, margin)
+
+
+def slower_of(first: EvalResult, second: EvalResult) -> EvalResult:
+    """The conservative rule for two timings of one candidate: of two ok timings the one with
+    the slower median; otherwise ``second`` (a failed second evaluation fails the candidate)."""
+    if first.ok and second.ok:
+        return second if (second.latency_ms or 0) > (first.latency_ms or 0) else first
+    return second
+
+
+def _launch_like(node: ast.AST) -> bool:
+    """A Triton launch ``kernel[grid](...)`` or a ``triton.Config(...)``: the calls whose
+    :data:`IGNORED_ON_CPU` keywords are launch parameters."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Subscript):
+        return True
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name == "Config"
+
+
+class _WithoutIgnoredLaunchParams(ast.NodeTransformer):
+    """Drops the :data:`IGNORED_ON_CPU` keywords of every launch and ``triton.Config``, and
+    blanks the integer literal of a ``NAME = <int>`` assignment whose name is only ever read as
+    such a keyword's value (``num_warps = 8`` ... ``kernel[grid](..., num_warps=num_warps)``)."""
+
+    def __init__(self, tree: ast.AST) -> None:
+        reads: dict[str, int] = {}
+        as_launch: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                reads[node.id] = reads.get(node.id, 0) + 1
+            for kw in node.keywords if _launch_like(node) else []:  # type: ignore[attr-defined]
+                if kw.arg in IGNORED_ON_CPU and isinstance(kw.value, ast.Name):
+                    as_launch[kw.value.id] = as_launch.get(kw.value.id, 0) + 1
+        self._names = {n for n, count in as_launch.items() if reads.get(n) == count}
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if _launch_like(node):
+            node.keywords = [k for k in node.keywords if k.arg not in IGNORED_ON_CPU]
+        return self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        target = node.targets[0] if len(node.targets) == 1 else None
+        value = node.value
+        if (
+            isinstance(target, ast.Name)
+            and target.id in self._names
+            and isinstance(value, ast.Constant)
+            and type(value.value) is int
+        ):
+            node.value = ast.Constant(0)
+        return self.generic_visit(node)
+
+
+def launch_only_change(parent_source: str, child_source: str) -> bool:
+    """True when ``child_source`` differs from ``parent_source`` (AST-normalized: comments and
+    formatting do not count) and every difference is in the launch parameters of
+    :data:`~accelopt_core.proposers.offline.IGNORED_ON_CPU` (``num_warps``, ``num_stages``,
+    ``num_ctas``, ``maxnreg``: keywords of a launch ``kernel[grid](...)`` or of
+    ``triton.Config``, or a local passed only as one). False when either source does not
+    parse."""
+    try:
+        parent, child = ast.parse(parent_source), ast.parse(child_source)
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    if ast.dump(parent) == ast.dump(child):
+        return False
+    stripped = [ast.dump(_WithoutIgnoredLaunchParams(tree).visit(tree)) for tree in (parent, child)]
+    return stripped[0] == stripped[1]
 
 
 def rank_verified(
     candidates: Iterable[Candidate], baseline: Candidate, margin: float
 ) -> list[Candidate]:
-    """The report's ranking (pure function): candidates that are correct, re-timed and faster than
-    the baseline past the noise margin, fastest first, with ``rank`` set to 1, 2, ..."""
+    """The report's ranking (pure function): candidates whose step was confirmed by the
+    interleaved re-timing (``confirmed``, which implies correct and re-timed) and that are
+    faster than the baseline past the noise margin, fastest first, with ``rank`` set to
+    1, 2, ...; a candidate :attr:`~Candidate.ignored_by_timing` is never ranked."""
     verified = [
         c
         for c in candidates
-        if c.parent_id is not None and c.retimed and is_faster(c, baseline, margin)
+        if c.parent_id is not None
+        and c.retimed
+        and c.confirmed
+        and not c.ignored_by_timing
+        and is_faster(c, baseline, margin)
     ]
     verified.sort(key=lambda c: c.latency_ms or 0.0)
     for rank, cand in enumerate(verified, start=1):

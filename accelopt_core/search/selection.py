@@ -24,7 +24,9 @@ def select_beam(
     """The elitist selection rule of the beam (pure function).
 
     A child is an improvement when it :func:`is_faster` than its parent; it is a regression when
-    its parent :func:`is_faster` than it. The new beam is
+    its parent :func:`is_faster` than it. A child whose only change is one its timing cannot
+    see (``ignored_by_timing``: ``num_warps`` under the Triton interpreter) is neither, whatever
+    its latency says: it counts as equal to its parent. The new beam is
     the ``width`` fastest of the old beam and the improvements (a parent keeps its measured latency,
     so it stays unless beaten); ties keep the earlier candidate.
 
@@ -41,6 +43,8 @@ def select_beam(
     for child in children:
         parent = known.get(child.parent_id or "")
         if parent is None or parent.latency_ms is None or child.latency_ms is None:
+            continue
+        if child.ignored_by_timing:
             continue
         if is_faster(child, parent, margin):
             improved.append(child)

@@ -1,20 +1,36 @@
 """The evaluator bound to the file being optimized, and every candidate the search met.
 
 Each distinct candidate (by :func:`~accelopt_core.search.candidate.candidate_id`) is evaluated
-once: identical rewrites merge, also when they arrive concurrently.
+once: identical rewrites merge, also when they arrive concurrently. Two trust rules of issue 10
+apply here, where a result is attached to its candidate, so they hold for the whole search:
+
+* an implausible speedup under the Triton interpreter (more than
+  ``evaluation.maxInterpreterSpeedup`` x the baseline's speed) is evaluated once more and, if it
+  stands, the result becomes ``rejected`` with ``rule="implausible speedup"``;
+* under CPU timing (``interpreter``, ``simulated``) a child that differs from its parent only in
+  launch parameters that timing ignores (``num_warps``, ``num_stages``, ...) is marked
+  ``ignored_by_timing``: it counts as equal to its parent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable
 from typing import Any
 
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.onsite.protocol import EvalResult
-from accelopt_core.search.candidate import Candidate
+from accelopt_core.proposers.offline import timing_ignores_launch_params
+from accelopt_core.search.candidate import Candidate, launch_only_change, slower_of
 from accelopt_core.search.events import CandidateEvaluated, Subscribers
 from accelopt_core.search.report import Tally
 from accelopt_core.search.tasks import gather_all
+
+#: Default of ``evaluation.maxInterpreterSpeedup`` (issue 10: "a speedup beyond a configurable
+#: bound (e.g. 50x)"): rewrites of the repository's examples stay well below it under the
+#: interpreter, while output caches and skipped kernels reach 1,000x to 400,000x.
+MAX_INTERPRETER_SPEEDUP = 50.0
+IMPLAUSIBLE = "implausible speedup"
 
 
 class Trials:
@@ -26,6 +42,9 @@ class Trials:
         entry: the launcher that is timed.
         tally: counts evaluations, duplicates and failures.
         events: receives :class:`CandidateEvaluated` for every first evaluation.
+        max_interpreter_speedup: the bound of the implausible-speedup rule (x the baseline's
+            speed); default ``evaluator.settings.evaluation.max_interpreter_speedup`` when the
+            evaluator has settings, else :data:`MAX_INTERPRETER_SPEEDUP`.
 
     Attributes:
         seen: every candidate met, by id (a candidate under evaluation included).
@@ -39,7 +58,15 @@ class Trials:
         entry: str,
         tally: Tally,
         events: Subscribers,
+        *,
+        max_interpreter_speedup: float | None = None,
     ) -> None:
+        if max_interpreter_speedup is None:
+            evaluation = getattr(getattr(evaluator, "settings", None), "evaluation", None)
+            max_interpreter_speedup = getattr(
+                evaluation, "max_interpreter_speedup", MAX_INTERPRETER_SPEEDUP
+            )
+        self.max_interpreter_speedup = float(max_interpreter_speedup)
         self._evaluator = evaluator
         self._original = original
         self._entry = entry
@@ -72,7 +99,10 @@ class Trials:
 
     async def evaluate(self, cand: Candidate) -> Candidate | None:
         """First evaluation of a new candidate: fills its ``result`` and ``speedup``, counts a
-        failure by status. Returns None, without evaluating, for a candidate met before."""
+        failure by status. Returns None, without evaluating, for a candidate met before.
+
+        An implausible interpreter speedup is evaluated once more (:meth:`_check_plausible`);
+        a launch-parameter-only child under CPU timing is marked ``ignored_by_timing``."""
         if cand.id in self.seen:
             self._tally.duplicates += 1
             return None
@@ -81,6 +111,8 @@ class Trials:
             self._original.source, cand.source, self._entry, source_name=self.source_name
         )
         self._tally.evaluated += 1
+        await self._check_plausible(cand)
+        self._mark_ignored_change(cand)
         self.set_speedup(cand)
         if not cand.result.ok:
             self._tally.count_failure(cand.result.status)
@@ -96,11 +128,76 @@ class Trials:
         self._tally.evaluated += 1
         return result
 
+    async def evaluate_pair(
+        self, parent: Candidate, child: Candidate
+    ) -> tuple[EvalResult, EvalResult]:
+        """One A/B round of the interleaved re-timing: ``parent`` then ``child``, each in a
+        fresh evaluation (cache bypassed), the child's started only once the parent's ended,
+        so both run back to back under the same load. Returns ``(parent's, child's)``.
+
+        A slot of the target's pool is not pinned across the pair (the target takes one per
+        evaluation), so on a target with several slots the two may run in different slots."""
+        first = await self.evaluate_again(parent)
+        second = await self.evaluate_again(child)
+        return first, second
+
+    def speedup_of(self, result: EvalResult) -> float | None:
+        """Baseline latency / ``result``'s latency (None unless both are ok and timed)."""
+        base = self.baseline.latency_ms if self.baseline else None
+        latency = result.latency_ms if result.ok else None
+        return base / latency if base and latency else None
+
+    async def _check_plausible(self, cand: Candidate) -> None:
+        """The implausible-speedup rule: an interpreter-timed result more than
+        :attr:`max_interpreter_speedup` x faster than the baseline is evaluated once more; if
+        the new result is still beyond the bound, ``cand.result`` becomes ``rejected`` (rule
+        ``implausible speedup``, both figures in the message), else the slower of the two."""
+        first = cand.result
+        speedup = self.speedup_of(first)
+        if first.timing != "interpreter" or speedup is None:
+            return
+        if speedup <= self.max_interpreter_speedup:
+            return
+        again = await self.evaluate_again(cand)
+        again_speedup = self.speedup_of(again)
+        if again.timing != "interpreter" or again_speedup is None:
+            cand.result = slower_of(first, again)
+            return
+        if again_speedup <= self.max_interpreter_speedup:
+            cand.result = slower_of(first, again)
+            return
+        bound = self.max_interpreter_speedup
+        cand.result = dataclasses.replace(
+            again,
+            status="rejected",
+            rule=IMPLAUSIBLE,
+            message=(
+                f"{IMPLAUSIBLE}: {again_speedup:,.0f}x faster than the baseline under the "
+                f"Triton interpreter ({speedup:,.0f}x at first, {again_speedup:,.0f}x when "
+                f"evaluated again); above the bound of {bound:g}x "
+                "(evaluation.maxInterpreterSpeedup)"
+            ),
+        )
+
+    def _mark_ignored_change(self, cand: Candidate) -> None:
+        """Mark ``cand`` ``ignored_by_timing`` when its timing mode ignores launch parameters
+        and it differs from its parent only in them (with a warning on its result)."""
+        parent = self.parent_of(cand)
+        if parent is None or not timing_ignores_launch_params(cand.result.timing):
+            return
+        if not launch_only_change(parent.source, cand.source):
+            return
+        cand.ignored_by_timing = True
+        note = (
+            f"differs from its parent only in launch parameters (num_warps, num_stages, ...) "
+            f"that {cand.result.timing} timing ignores: counted as equal to its parent"
+        )
+        cand.result = dataclasses.replace(cand.result, warnings=[*cand.result.warnings, note])
+
     def parent_of(self, cand: Candidate) -> Candidate | None:
         """The candidate ``cand`` was derived from (None for the baseline)."""
         return self.seen.get(cand.parent_id or "")
 
     def set_speedup(self, cand: Candidate) -> None:
         """``cand.speedup`` = baseline latency / its latency (None unless both are timed)."""
-        base = self.baseline.latency_ms if self.baseline else None
-        cand.speedup = base / cand.latency_ms if base and cand.latency_ms else None
+        cand.speedup = self.speedup_of(cand.result)

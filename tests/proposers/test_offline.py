@@ -46,9 +46,11 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def ctx_for(source: str, kernel: str, path: str = "k.py") -> ProposalContext:
+def ctx_for(source: str, kernel: str, path: str = "k.py", timing: str = "cuda") -> ProposalContext:
+    """A context whose baseline and parent were timed by ``timing`` (GPU timing by default:
+    every launch parameter is proposable)."""
     kf = parse_kernel_file(source, path)
-    result = EvalResult(status="ok", latency_ms=1.0, timing="interpreter")
+    result = EvalResult(status="ok", latency_ms=1.0, timing=timing)  # type: ignore[arg-type]
     return ProposalContext(
         original=kf,
         kernel_name=kernel,
@@ -176,6 +178,36 @@ def test_implement_first_sample_exact_others_add_one_change() -> None:
         assert now[target.key] == spec["new"]
         a, b = split_lines(source), split_lines(s.source)
         assert len(a) == len(b) and 1 <= sum(x != y for x, y in zip(a, b, strict=True)) <= 2
+
+
+@pytest.mark.parametrize("timing", ["interpreter", "simulated"])
+def test_cpu_timing_never_proposes_launch_parameters_it_ignores(timing: str) -> None:
+    ignored = ("num_warps", "num_stages")
+    for name, kernel in EXPECTED:
+        source = example(name)
+        cpu, gpu = OfflineProposer(seed=5), OfflineProposer(seed=5)
+        cpu_plans = run(cpu.plan(ctx_for(source, kernel, timing=timing), 100))
+        gpu_plans = run(gpu.plan(ctx_for(source, kernel), 100))
+        cpu_names = {p.data["changes"][0]["name"] for p in cpu_plans}
+        gpu_names = {p.data["changes"][0]["name"] for p in gpu_plans}
+        assert cpu_plans and not cpu_names & set(ignored), name
+        assert "num_warps" in gpu_names, name  # GPU timing still tunes them
+        assert gpu_names - cpu_names <= set(ignored)
+        # Samples that add a second change never add an ignored one under CPU timing.
+        ctx = ctx_for(source, kernel, timing=timing)
+        for plan in cpu_plans[:3]:
+            for sample in run(cpu.implement(ctx, plan, 4)):
+                assert sample.source is not None
+                before = {q.key: q.value for q in find_tunables(source, kernel)}
+                after = {q.key: q for q in find_tunables(sample.source, kernel)}
+                changed = {after[k].kind for k, v in before.items() if after[k].value != v}
+                assert changed and not changed & set(ignored), (name, plan.title)
+    # The parent's timing alone is enough (a baseline that failed has timing "none").
+    source = example("matmul")
+    ctx = ctx_for(source, "matmul_kernel", timing=timing)
+    ctx.baseline_result = EvalResult.failure("timeout", "slow")
+    plans = run(OfflineProposer().plan(ctx, 100))
+    assert plans and all(p.data["changes"][0]["name"] not in ignored for p in plans)
 
 
 def test_implement_stale_plan_and_zero_k() -> None:

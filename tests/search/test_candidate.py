@@ -6,6 +6,7 @@ from __future__ import annotations
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Plan
 from accelopt_core.search import Candidate, candidate_id, is_faster, rank_verified, select_beam
+from accelopt_core.search.candidate import launch_only_change
 from tests.search.builders import cand, spread
 
 
@@ -68,3 +69,60 @@ def test_dict_round_trip_carries_the_diff() -> None:
     assert data["diff"].startswith("--- ") and "+x = 2" in data["diff"]
     assert data["latency_ms"] == 1.0 and data["correct"] and data["plan"] == "t"
     assert Candidate.from_dict(data) == child
+
+
+LAUNCHER = """
+import triton
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=4, num_stages=2)], key=["n"])
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+def launch(x, n):
+    warps = 8
+    k[(n,)](x, n, BLOCK=64, num_warps=warps, num_stages=3)
+    return x
+"""
+
+
+def test_launch_only_changes_are_found_on_the_normalized_source() -> None:
+    same = LAUNCHER.replace("    return x\n", "    return (x)  # same code\n")
+    assert not launch_only_change(LAUNCHER, same)  # no difference at all
+    for old, new, expected in [
+        ("num_stages=3", "num_stages=1", True),
+        ("warps = 8", "warps = 2", True),  # a local passed only as num_warps
+        ("num_warps=4, num_stages=2)", "num_warps=8, num_stages=4)", True),  # autotune config
+        ("num_stages=3)", "num_stages=3, num_ctas=2, maxnreg=128)", True),  # added keywords
+        ("warps = 8", "warps   =   8  # formatting and a comment", False),  # the same code
+    ]:
+        changed = LAUNCHER.replace(old, new)
+        assert changed != LAUNCHER
+        assert launch_only_change(LAUNCHER, changed) is expected, new
+    assert not launch_only_change(LAUNCHER, LAUNCHER.replace("BLOCK=64,", "BLOCK=128,"))
+    both = LAUNCHER.replace("BLOCK=64,", "BLOCK=128,").replace("num_stages=3", "num_stages=1")
+    assert not launch_only_change(LAUNCHER, both)
+    # A local also read elsewhere is real code: changing it is not a launch-only change.
+    shared = LAUNCHER.replace("    return x\n", "    return x * warps\n")
+    assert not launch_only_change(shared, shared.replace("warps = 8", "warps = 2"))
+    assert not launch_only_change(LAUNCHER, "def (:")
+    # The same keyword on a call that is no launch is ordinary code.
+    helper = LAUNCHER.replace("    return x\n", "    return scale(x, num_warps=2)\n")
+    assert not launch_only_change(helper, helper.replace("num_warps=2)\n", "num_warps=4)\n"))
+
+
+def test_only_confirmed_steps_are_ranked() -> None:
+    base = cand("base", 10.0, parent=None)
+    confirmed, rejected, blind = cand("confirmed", 5.0), cand("rejected", 4.0), cand("blind", 3.0)
+    rejected.confirmed = False  # re-timed, but its rounds did not confirm it
+    blind.ignored_by_timing = True
+    ranked = rank_verified([base, confirmed, rejected, blind], base, 0.03)
+    assert [c.id for c in ranked] == ["confirmed"]
+    data = confirmed.to_dict()
+    assert data["confirmed"] and not data["ignored_by_timing"]
+    assert Candidate.from_dict(data).confirmed
+    old_record = {k: v for k, v in data.items() if k not in ("confirmed", "ab_ratios")}
+    old_record["rank"] = None
+    assert not Candidate.from_dict(old_record).confirmed  # unranked before issue 10
+    old_record["rank"] = 1
+    assert Candidate.from_dict(old_record).confirmed

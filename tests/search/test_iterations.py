@@ -48,7 +48,12 @@ async def test_next_iteration_plans_while_the_last_sample_is_evaluated(
 ) -> None:
     log: list[tuple[str, int]] = []
     settings = SearchSettings(
-        iterations=2, beam_width=2, plans_per_candidate=2, samples_per_plan=1, fixer_attempts=0
+        iterations=2,
+        beam_width=2,
+        plans_per_candidate=2,
+        samples_per_plan=1,
+        fixer_attempts=0,
+        retime_rounds=1,  # one A/B round per entrant: the pipelining is under test here
     )
     search = BeamSearch(
         slow_add(), "add_kernel", settings, one_slot_evaluator, RecordingProposer(log)

@@ -1,21 +1,27 @@
 """Evaluating candidates (accelopt_core.search.trials): the baseline, each distinct candidate once
 (also when duplicates arrive concurrently), failures counted by status, one event per first
-evaluation. Real evaluations (worker subprocesses, Triton interpreter on CPU)."""
+evaluation (real evaluations: worker subprocesses, Triton interpreter on CPU); and the
+implausible-speedup rule (a scripted evaluator, tests/search/scripted.py)."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from accelopt_core.evaluation import Evaluator
-from accelopt_core.kernelfile import KernelFile
+from accelopt_core.kernelfile import KernelFile, parse_kernel_file
 from accelopt_core.proposers import Plan
 from accelopt_core.search import Candidate, CandidateEvaluated, SearchEvent
 from accelopt_core.search.events import Subscribers
 from accelopt_core.search.report import Tally
 from accelopt_core.search.trials import Trials
+from accelopt_core.settings import Settings
 from tests.search.conftest import candidate_source
+from tests.search.scripted import ScriptedEvaluator, sequence, timed
+
+SOFTMAX = Path(__file__).resolve().parents[2] / "examples" / "triton" / "softmax.py"
 
 
 @pytest.mark.slow
@@ -54,3 +60,69 @@ async def test_each_distinct_candidate_is_evaluated_once(
     evaluated = [e.candidate for e in events if isinstance(e, CandidateEvaluated)]
     assert len(events) == len(evaluated) == 3
     assert evaluated[0] is base and {c.id for c in evaluated[1:]} == {first.id, wrong.id}
+
+
+def speedup_setup(
+    child_results: list, timing: str = "interpreter", **trials_kw: float
+) -> tuple[ScriptedEvaluator, Trials, str]:
+    """Trials over softmax with a scripted evaluator: baseline 100 ms, one child whose
+    evaluations return ``child_results`` in turn."""
+    original = parse_kernel_file(SOFTMAX.read_text(), "softmax.py")
+    child_src = original.source.replace("BLOCK_SIZE = 16", "BLOCK_SIZE = 128")
+    assert child_src != original.source
+    table = {original.source: [timed(100.0, timing)], child_src: child_results}
+    evaluator = ScriptedEvaluator(sequence(table))
+    trials = Trials(evaluator, original, "softmax", Tally(), Subscribers(), **trials_kw)
+    return evaluator, trials, child_src
+
+
+async def _child(trials: Trials, source: str) -> Candidate:
+    async def nothing() -> None:
+        return None
+
+    base = await trials.evaluate_baseline(nothing())
+    child = await trials.evaluate(Candidate.child(base, Plan(title="p", text=""), source, 1))
+    assert child is not None
+    return child
+
+
+async def test_an_implausible_interpreter_speedup_is_evaluated_again_then_rejected() -> None:
+    evaluator, trials, src = speedup_setup([timed(1.0), timed(0.9)])  # 100x, then 111x
+    child = await _child(trials, src)
+    assert [c.kind for c in evaluator.calls if c.source == src] == ["evaluate", "retime"]
+    assert child.result.status == "rejected" and child.result.rule == "implausible speedup"
+    message = child.result.message or ""
+    assert "111x" in message and "100x" in message and "50x" in message
+    assert child.latency_ms is None and child.speedup is None
+    assert trials._tally.failures == {"rejected": 1} and trials._tally.evaluated == 3
+
+
+async def test_a_plausible_or_gpu_timed_speedup_stands_without_a_second_evaluation() -> None:
+    evaluator, trials, src = speedup_setup([timed(10.0)])  # 10x under the interpreter
+    child = await _child(trials, src)
+    assert child.result.ok and child.speedup == 10.0
+    assert [c.kind for c in evaluator.calls if c.source == src] == ["evaluate"]
+    evaluator, trials, src = speedup_setup([timed(1.0, "cuda")], timing="cuda")  # 100x on a GPU
+    child = await _child(trials, src)
+    assert child.result.ok and child.speedup == 100.0 and len(evaluator.sources("retime")) == 0
+
+
+async def test_an_implausible_speedup_that_does_not_stand_keeps_the_slower_timing() -> None:
+    evaluator, trials, src = speedup_setup([timed(1.0), timed(4.0)])  # 100x, then 25x
+    child = await _child(trials, src)
+    assert child.result.ok and child.latency_ms == 4.0 and child.speedup == 25.0
+    assert evaluator.sources("retime") == [src]
+
+
+async def test_the_bound_comes_from_the_evaluation_settings() -> None:
+    settings = Settings.model_validate({"evaluation": {"maxInterpreterSpeedup": 200}})
+    evaluator, _, src = speedup_setup([timed(1.0)])
+    evaluator.settings = settings  # type: ignore[attr-defined]
+    trials = Trials(evaluator, parse_kernel_file(SOFTMAX.read_text()), "softmax", Tally(),
+                    Subscribers())  # fmt: skip
+    assert trials.max_interpreter_speedup == 200.0
+    child = await _child(trials, src)
+    assert child.result.ok and child.speedup == 100.0 and evaluator.sources("retime") == []
+    _, explicit, _ = speedup_setup([timed(1.0)], max_interpreter_speedup=5.0)
+    assert explicit.max_interpreter_speedup == 5.0
+    assert Settings().evaluation.max_interpreter_speedup == 50.0
