@@ -1,7 +1,9 @@
 """``accelopt memory ...``: inspect and manage the optimization memory from a terminal.
 
-Sub-commands: ``list``, ``show ID``, ``search TEXT``, ``export FILE.jsonl``, ``import FILE.jsonl``,
-``clear``. The memory lives in ``<memory dir>/memory`` (setting ``accelopt.memoryDir``,
+Sub-commands: ``list`` (``--hacks``: only the reward-hack experiences), ``show ID``,
+``search TEXT``, ``export FILE.jsonl``, ``import FILE.jsonl``, ``clear``, ``recheck``
+(experiences verified by a judge older than the current ``JUDGE_VERSION``; ``--drop`` removes
+them). The memory lives in ``<memory dir>/memory`` (setting ``accelopt.memoryDir``,
 ``$ACCELOPT_MEMORY_DIR``, else the user cache directory); ``--memory-dir DIR`` overrides it.
 Tables are printed with rich on a terminal; when stdout is a pipe or a file, ``list`` and ``search``
 print tab-separated lines under a header instead (no width to fit); ``--json`` prints
@@ -25,6 +27,7 @@ from rich.markup import escape
 
 from accelopt_cli import render
 from accelopt_core.memory import Experience, MemoryUnavailable, OptimizationMemory
+from accelopt_core.onsite.protocol import JUDGE_VERSION
 from accelopt_core.settings import Settings
 
 __all__ = ["add_memory_parser", "run_memory_command"]
@@ -49,6 +52,36 @@ def _sub_options(parser: argparse.ArgumentParser) -> None:
     _dir_option(parser, top=False)
 
 
+def _add_list_parser(msub: Any) -> None:
+    """``memory list`` and its filters."""
+    p = msub.add_parser("list", help="list experiences, newest first")
+    p.add_argument("--backend", choices=["triton", "nki"], help="only this backend")
+    p.add_argument("--device", help="only experiences measured on this device (exact name)")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--negative", action="store_true", help="only negative experiences")
+    kind.add_argument("--positive", action="store_true", help="only positive experiences")
+    kind.add_argument(
+        "--hacks",
+        action="store_true",
+        help="only reward-hack experiences (candidates the judge caught): rule, kernel, when, plan",
+    )
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="show at most N")
+    _sub_options(p)
+
+
+def _add_recheck_parser(msub: Any) -> None:
+    """``memory recheck [--drop]``."""
+    p = msub.add_parser(
+        "recheck",
+        help=f"list experiences verified by a judge older than version {JUDGE_VERSION}",
+        description="List the experiences verified by a judge older than the current one "
+        f"(version {JUDGE_VERSION}); a weaker judge may have let a reward hack through. Without "
+        "--drop nothing changes.",
+    )
+    p.add_argument("--drop", action="store_true", help="remove them from the memory")
+    _sub_options(p)
+
+
 def add_memory_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``memory`` and its sub-commands on an argparse sub-parsers object.
 
@@ -68,14 +101,7 @@ def add_memory_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     msub = mem.add_subparsers(dest="memory_command", required=True, metavar="COMMAND")
 
-    p = msub.add_parser("list", help="list experiences, newest first")
-    p.add_argument("--backend", choices=["triton", "nki"], help="only this backend")
-    p.add_argument("--device", help="only experiences measured on this device (exact name)")
-    kind = p.add_mutually_exclusive_group()
-    kind.add_argument("--negative", action="store_true", help="only negative experiences")
-    kind.add_argument("--positive", action="store_true", help="only positive experiences")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="show at most N")
-    _sub_options(p)
+    _add_list_parser(msub)
 
     p = msub.add_parser("show", help="show one experience with its rule and diff")
     p.add_argument("id", metavar="ID", help="experience id or a unique prefix of it")
@@ -99,6 +125,8 @@ def add_memory_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = msub.add_parser("clear", help="delete every experience")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     _sub_options(p)
+
+    _add_recheck_parser(msub)
     return mem
 
 
@@ -165,16 +193,45 @@ def run_memory_command(
 
 def _list(args: argparse.Namespace, s: _Session) -> int:
     positive = False if args.negative else True if args.positive else None
-    exps = s.memory.all(backend=args.backend, device=args.device, positive=positive)
+    hacks = bool(getattr(args, "hacks", False))
+    exps = s.memory.all(
+        backend=args.backend, device=args.device, positive=positive, hack=True if hacks else None
+    )
     if args.limit is not None:
         exps = exps[: max(args.limit, 0)]
+    what = "reward-hack experiences" if hacks else "experiences"
     if s.as_json:
         _print_json([_summary(e) for e in exps])
     elif not exps:
-        s.out.print(f"no experiences in the optimization memory at {escape(s.where)}")
+        s.out.print(f"no {what} in the optimization memory at {escape(s.where)}")
+    elif hacks:
+        render.print_hacks(s.out, exps, f"{len(exps)} of {len(s.memory)} experiences are {what}")
     else:
         title = f"{len(exps)} of {len(s.memory)} experiences"
         render.print_experiences(s.out, [(e, None) for e in exps], title)
+    return 0
+
+
+def _recheck(args: argparse.Namespace, s: _Session) -> int:
+    old = s.memory.older_judged(JUDGE_VERSION)
+    dropped = s.memory.remove_many([e.id for e in old]) if args.drop and old else 0
+    if s.as_json:
+        rows = [_summary(e) for e in old]
+        _print_json({"judge_version": JUDGE_VERSION, "older": rows, "dropped": dropped})
+        return 0
+    if not old:
+        s.out.print(f"every experience was verified by judge version {JUDGE_VERSION}")
+        return 0
+    title = (
+        f"{len(old)} of {len(s.memory) + dropped} experiences judged before version {JUDGE_VERSION}"
+    )
+    render.print_experiences(s.out, [(e, None) for e in old], title)
+    if args.drop:
+        s.out.print(f"dropped {dropped} experiences judged before version {JUDGE_VERSION}")
+    else:
+        s.out.print(
+            f"nothing changed; run `accelopt memory recheck --drop` to remove these {len(old)}"
+        )
     return 0
 
 
@@ -263,4 +320,5 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace, _Session], int]] = {
     "export": _export,
     "import": _import,
     "clear": _clear,
+    "recheck": _recheck,
 }

@@ -6,7 +6,13 @@ Modules: ``experience`` (the item, its id, merging, JSON lines), ``vectors`` (ha
 and its disk errors), ``results`` (the search-results store).
 """
 
-from accelopt_core.memory.experience import Experience, experience_id
+from accelopt_core.memory.experience import (
+    HACK_PREFIX,
+    HOST_TIMINGS,
+    Experience,
+    experience_id,
+    timing_label,
+)
 from accelopt_core.memory.ranking import DEVICE_PENALTY
 from accelopt_core.memory.results import ResultsStore
 from accelopt_core.memory.store import MemoryUnavailable, OptimizationMemory
@@ -14,6 +20,8 @@ from accelopt_core.memory.vectors import FEATURE_DIM, FEATURE_VERSION
 
 __all__ = [
     "DEVICE_PENALTY",
+    "HACK_PREFIX",
+    "HOST_TIMINGS",
     "FEATURE_DIM",
     "FEATURE_VERSION",
     "Experience",
@@ -21,4 +29,5 @@ __all__ = [
     "OptimizationMemory",
     "ResultsStore",
     "experience_id",
+    "timing_label",
 ]

@@ -23,8 +23,29 @@ from pathlib import Path
 from typing import Any
 
 from accelopt_core.kernelfile import source_fingerprint as _source_fingerprint
+from accelopt_core.onsite.protocol import JUDGE_VERSION
 
-__all__ = ["Experience", "experience_id", "merge", "read_jsonl", "write_jsonl"]
+__all__ = [
+    "HACK_PREFIX",
+    "HOST_TIMINGS",
+    "LEGACY_JUDGE_VERSION",
+    "Experience",
+    "experience_id",
+    "judge_key",
+    "merge",
+    "read_jsonl",
+    "timing_label",
+    "write_jsonl",
+]
+
+#: Timing modes measured on the host's CPU (the Triton interpreter, the NKI simulator): their
+#: latencies say nothing about GPU or Trainium speed, so their experiences never steer a search
+#: on hardware (:meth:`accelopt_core.memory.OptimizationMemory.retrieve_for`).
+HOST_TIMINGS = frozenset({"interpreter", "simulated"})
+#: Title prefix of an experience learned from a candidate the judge caught (issue 10).
+HACK_PREFIX = "reward-hack: "
+#: The judge version of experiences stored before experiences recorded one.
+LEGACY_JUDGE_VERSION = "1"
 
 _STR_FIELDS = (
     "id",
@@ -38,7 +59,18 @@ _STR_FIELDS = (
     "title",
     "rule",
 )
-_OPTIONAL_FIELDS = ("seen", "plan", "updated_at")
+_OPTIONAL_FIELDS = ("seen", "plan", "updated_at", "hack", "judge_version")
+
+
+def timing_label(timing: str) -> str:
+    """How an experience's timing is labelled where it is shown: ``"interpreter-timed"``,
+    ``"simulator-timed"`` for :data:`HOST_TIMINGS`, else ``""`` (hardware or unknown timing)."""
+    return {"interpreter": "interpreter-timed", "simulated": "simulator-timed"}.get(timing, "")
+
+
+def judge_key(version: str) -> tuple[int, int | str]:
+    """Sort key of a judge version (``"2"`` > ``"1"``; numeric versions before others)."""
+    return (0, int(version)) if version.isdigit() else (1, version)
 
 
 def _normalize_title(title: str) -> str:
@@ -76,6 +108,13 @@ class Experience:
         seen: how often this rule was observed on this source (merged on add).
         plan: the plan text the rewrite implemented.
         updated_at: unix time (s) of the latest observation (0: same as ``created_at``).
+        hack: for a candidate the judge caught (``EvalResult.rule``, e.g. ``"timing
+            inconsistent"``): that rule; the experience is then a negative titled
+            ``reward-hack: <rule>`` and shown to the planner as a "do not" example. None for
+            an ordinary experience.
+        judge_version: :data:`~accelopt_core.onsite.protocol.JUDGE_VERSION` of the judge that
+            verified the observation; ``"1"`` (:data:`LEGACY_JUDGE_VERSION`) for experiences
+            stored before experiences recorded it (``accelopt memory recheck`` lists those).
     """
 
     id: str
@@ -94,13 +133,15 @@ class Experience:
     seen: int = 1
     plan: str = ""
     updated_at: float = 0.0
+    hack: str | None = None
+    judge_version: str = LEGACY_JUDGE_VERSION
 
     def __post_init__(self) -> None:
         if not self.updated_at:
             self.updated_at = self.created_at
 
     def __repr__(self) -> str:  # the sources would drown a log line
-        sign = "+" if self.positive else "-"
+        sign = "+" if self.positive else "!" if self.hack else "-"
         return (
             f"Experience({self.id} {sign} {self.backend}/{self.kernel_name} "
             f"{self.speedup:.2f}x seen={self.seen} {self.title!r})"
@@ -123,12 +164,16 @@ class Experience:
         plan: str = "",
         source_fingerprint: str | None = None,
         created_at: float | None = None,
+        hack: str | None = None,
+        judge_version: str = JUDGE_VERSION,
     ) -> Experience:
-        """A new experience with its id and timestamps filled in.
+        """A new experience with its id and timestamps filled in, judged by ``judge_version``
+        (default: the current judge).
 
         ``positive`` defaults to ``speedup > 1``; ``source_fingerprint`` to the fingerprint of
         ``slow_source``; a missing device or timing is recorded as ``"unknown"``.
-        Raises ValueError when the speedup is not a positive finite number or the title is empty.
+        Raises ValueError when the speedup is not a positive finite number, the title is empty,
+        or a ``hack`` experience is positive.
         """
         if not isinstance(speedup, (int, float)) or not math.isfinite(speedup) or speedup <= 0:
             raise ValueError(f"speedup must be a positive finite number, got {speedup!r}")
@@ -136,6 +181,8 @@ class Experience:
             raise ValueError("an experience needs a non-empty title")
         fp = source_fingerprint or _source_fingerprint(slow_source)
         pos = bool(speedup > 1.0) if positive is None else bool(positive)
+        if hack is not None and pos:
+            raise ValueError("a reward-hack experience is never positive")
         now = time.time() if created_at is None else float(created_at)
         return cls(
             id=experience_id(backend, fp, title, pos),
@@ -154,6 +201,8 @@ class Experience:
             seen=1,
             plan=plan,
             updated_at=now,
+            hack=hack.strip() if hack is not None else None,
+            judge_version=judge_version,
         )
 
     @property
@@ -169,7 +218,8 @@ class Experience:
     def from_dict(cls, data: Any) -> Experience:
         """Validate and build an experience from :meth:`to_dict` output.
 
-        Unknown keys are ignored; ``seen``, ``plan`` and ``updated_at`` are optional. Raises
+        Unknown keys are ignored; ``seen``, ``plan``, ``updated_at``, ``hack`` (None) and
+        ``judge_version`` (``"1"``: records written before it existed) are optional. Raises
         ValueError naming the first missing or mistyped field.
         """
         if not isinstance(data, dict):
@@ -189,8 +239,11 @@ def _check_types(values: dict[str, Any]) -> None:
     for name in _STR_FIELDS:
         if not isinstance(values[name], str):
             raise ValueError(f"field {name!r} must be a string")
-    if "plan" in values and not isinstance(values["plan"], str):
-        raise ValueError("field 'plan' must be a string")
+    for name in ("plan", "judge_version"):
+        if name in values and not isinstance(values[name], str):
+            raise ValueError(f"field {name!r} must be a string")
+    if values.get("hack") is not None and not isinstance(values["hack"], str):
+        raise ValueError("field 'hack' must be a string or null")
     if not isinstance(values["positive"], bool):
         raise ValueError("field 'positive' must be true or false")
     for name in ("speedup", "created_at", "updated_at"):
@@ -212,13 +265,23 @@ def _check_values(values: dict[str, Any]) -> None:
         raise ValueError("field 'title' must not be empty")
     if not re.fullmatch(r"[0-9a-f]{16}", values["id"]):
         raise ValueError("field 'id' must be 16 lowercase hex digits")
+    if values.get("hack") is not None and values["positive"]:
+        raise ValueError("a reward-hack experience (field 'hack') cannot be positive")
 
 
 def merge(old: Experience, new: Experience, *, add_seen: bool) -> Experience:
     """Merge a repeated observation into a stored experience (same id): the best speedup, the
     newest sources/rule/plan, ``seen`` summed (``add_seen``, a new observation) or the larger of
-    both (an import of an exported memory)."""
+    both (an import of an exported memory). When the two were verified by different judges,
+    the newer judge's observation decides the speedup and the judge version (a weaker judge's
+    speedup is not trusted over a stricter one's)."""
     newer = new if new.updated_at >= old.updated_at else old
+    if old.judge_version == new.judge_version:
+        speedup = max(old.speedup, new.speedup)
+    else:
+        stricter = max(old, new, key=lambda e: judge_key(e.judge_version))
+        speedup = stricter.speedup
+    judged = max(old.judge_version, new.judge_version, key=judge_key)
     return Experience(
         id=old.id,
         backend=old.backend,
@@ -228,7 +291,7 @@ def merge(old: Experience, new: Experience, *, add_seen: bool) -> Experience:
         source_fingerprint=old.source_fingerprint,
         slow_source=newer.slow_source,
         fast_source=newer.fast_source,
-        speedup=max(old.speedup, new.speedup),
+        speedup=speedup,
         title=newer.title,
         rule=newer.rule or old.rule,
         positive=old.positive,
@@ -236,6 +299,8 @@ def merge(old: Experience, new: Experience, *, add_seen: bool) -> Experience:
         seen=old.seen + new.seen if add_seen else max(old.seen, new.seen),
         plan=newer.plan or old.plan,
         updated_at=max(old.updated_at, new.updated_at),
+        hack=newer.hack or old.hack,
+        judge_version=judged,
     )
 
 

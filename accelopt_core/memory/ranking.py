@@ -93,6 +93,8 @@ class Snapshot:
     devices: np.ndarray  # str, per experience
     positives: np.ndarray  # bool, per experience
     scores: np.ndarray  # float64, seen x speedup per experience
+    timings: np.ndarray  # str, per experience
+    hacks: np.ndarray  # bool, per experience: learned from a candidate the judge caught
 
     @classmethod
     def build(cls, version: int, items: dict[str, Stored]) -> Snapshot:
@@ -125,6 +127,8 @@ class Snapshot:
             devices=np.array([e.device for e in exps], dtype=object),
             positives=np.array([e.positive for e in exps], dtype=bool),
             scores=np.array([e.score for e in exps], dtype=np.float64),
+            timings=np.array([e.timing for e in exps], dtype=object),
+            hacks=np.array([e.hack is not None for e in exps], dtype=bool),
         )
 
     def similarities(self, query: SparseVector) -> np.ndarray:
@@ -152,10 +156,14 @@ class Snapshot:
         backend: str | None,
         device: str | None,
         positive: bool | None,
+        hack: bool | None = None,
+        exclude_timings: frozenset[str] = frozenset(),
     ) -> list[tuple[Experience, float]]:
         """Up to ``k`` experiences with a similarity > 0 to ``query``, best first, with their
-        similarity. ``backend`` and ``positive`` filter exactly; an experience measured on
-        another device than ``device`` has its similarity multiplied by :data:`DEVICE_PENALTY`.
+        similarity. ``backend``, ``positive`` and ``hack`` (True: only reward-hack experiences,
+        False: none of them) filter exactly, and experiences timed in one of
+        ``exclude_timings`` are left out; an experience measured on another device than
+        ``device`` has its similarity multiplied by :data:`DEVICE_PENALTY`.
         Equal similarities (to 1e-6): more evidence (``seen x speedup``) first."""
         if k <= 0:
             return []
@@ -165,6 +173,10 @@ class Snapshot:
             keep &= self.backends == backend
         if positive is not None:
             keep &= self.positives == positive
+        if hack is not None:
+            keep &= self.hacks == hack
+        if exclude_timings and len(self.exps):
+            keep &= ~np.isin(self.timings, list(exclude_timings))
         if device is not None:
             sims = np.where(self.devices == device, sims, sims * DEVICE_PENALTY)
         rows = np.flatnonzero(keep)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from accelopt_core.kernelfile import source_fingerprint
 from accelopt_core.memory.store import DiskStore, MemoryUnavailable
+from accelopt_core.onsite.protocol import JUDGE_VERSION
 
 if TYPE_CHECKING:
     from accelopt_core.settings import Settings
@@ -31,7 +32,11 @@ class ResultsStore(DiskStore):
     a report is only returned for the exact source it was computed for (up to formatting, see
     :func:`accelopt_core.kernelfile.source_fingerprint`). Reports must be JSON-serializable (they
     are stored as JSON). The store keeps at most ~256 MB; past that, diskcache evicts the least
-    recently stored reports. Every method raises MemoryUnavailable on a disk failure.
+    recently stored reports. Each report records the judge version
+    (:data:`~accelopt_core.onsite.protocol.JUDGE_VERSION`) that verified its candidates; a
+    report of another judge (or saved before reports recorded one) is not returned, so a
+    ranking a weaker judge let through is never offered again. Every method raises
+    MemoryUnavailable on a disk failure.
     """
 
     SIZE_LIMIT = 256 * 2**20
@@ -66,13 +71,15 @@ class ResultsStore(DiskStore):
         on a disk failure."""
         payload = json.dumps(report, allow_nan=False)
         key = self._key(path, kernel_name, kernel_source)
-        self._guard(lambda: self._cache.set(key, {"saved_at": time.time(), "report": payload}))
+        entry = {"saved_at": time.time(), "report": payload, "judge_version": JUDGE_VERSION}
+        self._guard(lambda: self._cache.set(key, entry))
 
     def load(self, path: str, kernel_name: str, kernel_source: str) -> dict | None:
-        """The stored report for this kernel and exactly this source, or None."""
+        """The stored report for this kernel and exactly this source, or None (also for a
+        report verified by another judge version than the current one)."""
         key = self._key(path, kernel_name, kernel_source)
         entry = self._guard(lambda: self._cache.get(key))
-        if entry is None:
+        if not isinstance(entry, dict) or entry.get("judge_version", "1") != JUDGE_VERSION:
             return None
         try:
             report = json.loads(entry["report"])

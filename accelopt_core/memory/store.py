@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import diskcache
 import numpy as np
 
-from accelopt_core.memory.experience import Experience, merge, read_jsonl, write_jsonl
+from accelopt_core.memory.experience import (
+    HOST_TIMINGS,
+    Experience,
+    judge_key,
+    merge,
+    read_jsonl,
+    write_jsonl,
+)
 from accelopt_core.memory.ranking import IndexEntry, Snapshot, Stored, eviction_order, mentions
 from accelopt_core.memory.vectors import (
     FEATURE_VERSION,
@@ -266,16 +273,32 @@ class OptimizationMemory(DiskStore):
         backend: str | None = None,
         device: str | None = None,
         positive: bool | None = None,
+        hack: bool | None = None,
     ) -> list[Experience]:
-        """Every experience matching the filters (exact match on each one given), newest
-        (most recently observed) first."""
+        """Every experience matching the filters (exact match on each one given; ``hack``:
+        True for reward-hack experiences only, False for the others), newest (most recently
+        observed) first."""
         return [
             e
             for e in self._load().exps
             if (backend is None or e.backend == backend)
             and (device is None or e.device == device)
             and (positive is None or e.positive == positive)
+            and (hack is None or (e.hack is not None) == hack)
         ]
+
+    def older_judged(self, judge_version: str) -> list[Experience]:
+        """The experiences verified by a judge older than ``judge_version`` (by
+        :func:`~accelopt_core.memory.experience.judge_key`; records without a judge version
+        count as ``"1"``), newest first: what ``accelopt memory recheck`` lists."""
+        current = judge_key(judge_version)
+        return [e for e in self._load().exps if judge_key(e.judge_version) < current]
+
+    def remove_many(self, ids: list[str]) -> int:
+        """Delete the experiences with these full ids in one transaction; how many were
+        there."""
+        wanted = list(ids)
+        return self._guard(lambda: _delete(self._cache, lambda index: wanted))
 
     def __len__(self) -> int:
         index = self._guard(lambda: self._cache.get(_INDEX_KEY, {}))
@@ -304,16 +327,60 @@ class OptimizationMemory(DiskStore):
         return self._load().rank(query, k, backend=backend, device=device, positive=positive)
 
     def retrieve_for(
-        self, kernel_source: str, backend: str, device: str | None, k: int
+        self,
+        kernel_source: str,
+        backend: str,
+        device: str | None,
+        k: int,
+        *,
+        timing: str | None = None,
     ) -> tuple[list[Experience], list[Experience]]:
         """The planner's memory items for a kernel: the ``k`` positives and the ``k`` negatives
         whose slow source, title and rule are most similar to ``kernel_source`` (same backend;
-        other devices rank lower by :data:`~accelopt_core.memory.ranking.DEVICE_PENALTY`)."""
+        other devices rank lower by :data:`~accelopt_core.memory.ranking.DEVICE_PENALTY`).
+        Reward-hack experiences are not among them (:meth:`hacks_for`).
+
+        ``timing`` is the timing mode of the search's target (its baseline's
+        ``EvalResult.timing``): unless it is itself a host timing
+        (:data:`~accelopt_core.memory.experience.HOST_TIMINGS`: ``interpreter``,
+        ``simulated``), experiences timed on the host are left out, so interpreter or
+        simulator latencies never steer a search on a GPU or Trainium. None: no timing filter.
+        """
         query = code_query(kernel_source)
         snap = self._load()
-        pos = snap.rank(query, k, backend=backend, device=device, positive=True)
-        neg = snap.rank(query, k, backend=backend, device=device, positive=False)
-        return [e for e, _ in pos], [e for e, _ in neg]
+        excluded = frozenset() if timing is None or timing in HOST_TIMINGS else HOST_TIMINGS
+        found = [
+            snap.rank(
+                query,
+                k,
+                backend=backend,
+                device=device,
+                positive=positive,
+                hack=False,
+                exclude_timings=excluded,
+            )
+            for positive in (True, False)
+        ]
+        return [e for e, _ in found[0]], [e for e, _ in found[1]]
+
+    def hacks_for(self, kernel_source: str, backend: str, k: int) -> list[Experience]:
+        """Up to ``k`` reward-hack experiences (same backend) for the planner's "do not"
+        examples: those most similar to ``kernel_source`` first, then the most recently
+        observed others. A hack is a hack whatever timed it, so timing does not filter."""
+        if k <= 0:
+            return []
+        snap = self._load()
+        ranked = snap.rank(
+            code_query(kernel_source), k, backend=backend, device=None, positive=None, hack=True
+        )
+        chosen = [e for e, _ in ranked]
+        ids = {e.id for e in chosen}
+        for e in snap.exps:  # newest first
+            if len(chosen) >= k:
+                break
+            if e.hack is not None and e.backend == backend and e.id not in ids:
+                chosen.append(e)
+        return chosen
 
     def mentioning(
         self, api_name: str, *, backend: str | None = None, k: int = 5

@@ -23,6 +23,8 @@ ROLE_FILES = ROLES
 USER_MARKER = "=== USER ==="
 #: Longest error text passed to the fixer (the tail is kept: tracebacks end with the cause).
 MAX_ERROR_CHARS = 4000
+#: Reward-hack experiences shown to the planner as "do not" examples (issue 10).
+MAX_HACKS_SHOWN = 3
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 #: What each of several planner calls drafted in parallel looks at first, so that they differ.
 _ANGLES = [
@@ -136,7 +138,9 @@ def _timing_lines(result: EvalResult) -> list[str]:
     if result.timing == "interpreter":
         lines.append(
             "note: measured with the Triton interpreter on a CPU; the latency says nothing "
-            "about GPU speed, so reason from the code and the byte/flop counts"
+            "about GPU speed, so reason from the code and the byte/flop counts; the "
+            "interpreter ignores num_warps and num_stages, so a change to them alone is not "
+            "credited"
         )
     elif result.timing == "simulated":
         lines.append(
@@ -198,10 +202,29 @@ def format_experiences(experiences: list[Any], *, positive: bool) -> str:
     """Memory items for the planner, one per line: ``- [1.8x, softmax on H100] title: rule``.
 
     Items are duck-typed (``accelopt_core.memory.Experience``: ``title``, ``rule``,
-    ``speedup``, ``kernel_name``, ``device``; missing attributes are skipped)."""
-    if not experiences:
-        return "(none yet)" if positive else "(none recorded)"
-    return "\n".join(_experience_line(exp) for exp in experiences)
+    ``speedup``, ``kernel_name``, ``device``, ``timing``, ``hack``; missing attributes are
+    skipped). Reward-hack experiences (``hack`` set) are not rules: they follow the others as
+    a separate :func:`format_hacks` section (at most :data:`MAX_HACKS_SHOWN`)."""
+    hacks = [e for e in experiences if getattr(e, "hack", None)]
+    rules = [e for e in experiences if not getattr(e, "hack", None)]
+    text = "\n".join(_experience_line(exp) for exp in rules)
+    if not rules:
+        text = "(none yet)" if positive else "(none recorded)"
+    return f"{text}\n\n{format_hacks(hacks)}" if hacks else text
+
+
+def format_hacks(hacks: list[Any]) -> str:
+    """The planner's "do not" examples: a heading, then up to :data:`MAX_HACKS_SHOWN` lines
+    ``- <rule>: <plan>`` (the trust rule that caught a candidate and the plan it implemented,
+    first line, at most 200 characters). Empty for no hacks."""
+    if not hacks:
+        return ""
+    lines = []
+    for exp in hacks[:MAX_HACKS_SHOWN]:
+        plan = str(getattr(exp, "plan", "") or getattr(exp, "title", "")).strip()
+        first = " ".join(plan.splitlines()[0].split())[:200] if plan else "(no plan)"
+        lines.append(f"- {getattr(exp, 'hack', '')}: {first}")
+    return "# Do not (caught as reward hacks)\n" + "\n".join(lines)
 
 
 def _experience_line(exp: Any) -> str:
@@ -217,6 +240,9 @@ def _experience_line(exp: Any) -> str:
         tags.append(f"{kernel} on {device}")
     elif kernel or device:
         tags.append(str(kernel or device))
+    timing = getattr(exp, "timing", None)
+    if timing in ("interpreter", "simulated"):
+        tags.append("interpreter-timed" if timing == "interpreter" else "simulator-timed")
     tag = f"[{', '.join(tags)}] " if tags else ""
     return f"- {tag}{title}: {rule}" if rule and rule != title else f"- {tag}{title}"
 

@@ -22,8 +22,9 @@ the search honours cancellation within a second and stops at a budget (iteration
 :mod:`.budget`).
 
 Every slow->fast step confirmed by re-timing is summarized into an experience of the optimization
-memory (positive); a correct rewrite that made the kernel slower is stored as a negative experience
-(:mod:`.learning`).
+memory (positive); a correct rewrite that made the kernel slower is stored as a negative experience,
+and a candidate the judge caught (``rejected`` with a trust ``rule``, at its first evaluation or at
+its re-timing) as a ``reward-hack: <rule>`` negative (:mod:`.learning`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from accelopt_core.proposers import Proposer
 from accelopt_core.search.budget import Budget, BudgetSpent
 from accelopt_core.search.candidate import Candidate, is_faster, rank_verified
 from accelopt_core.search.events import (
+    CandidateEvaluated,
     NewBest,
     SearchEvent,
     SearchFinished,
@@ -130,7 +132,14 @@ class BeamSearch:
             proposer, settings, contexts, self._trials, self._budget, self._tally
         )
         self._learner = Learner(memory, proposer, self.kernel, contexts, self._tally)
-        self._retimer = Retimer(self._trials, self._tally, settings.noise_margin, self._confirmed)
+        self._events.add(self._on_evaluated)
+        self._retimer = Retimer(
+            self._trials,
+            self._tally,
+            settings.noise_margin,
+            self._confirmed,
+            rounds=settings.retime_rounds,
+        )
         self._iterations = Iterations(
             self._proposals.family,
             self._select,
@@ -209,6 +218,7 @@ class BeamSearch:
                 self._events.emit(SearchStarted(baseline, self.settings.iterations))
                 await self._iterations.run(baseline)
                 await self._retimer.settle()
+                self._learn_hacks()
         except BudgetSpent as stop:
             self._stopped_reason = str(stop)
             await self._cancel_background()
@@ -220,6 +230,7 @@ class BeamSearch:
         new_beam, _improved, regressions = select_beam(
             beam, children, self._trials.seen, self.settings.beam_width, self.settings.noise_margin
         )
+        self._learn_hacks()  # beam members the judge caught at their re-timing
         for parent, child in regressions:
             self._learner.learn(parent, child, positive=False)
         for cand in new_beam:
@@ -229,11 +240,27 @@ class BeamSearch:
     def _confirmed(self, slow: Candidate, fast: Candidate) -> None:
         """Re-timing confirmed that ``fast`` beats its parent ``slow``: a new best when it also
         beats the best so far, and a positive experience for the memory."""
-        best = self._best
+        best = self._best or self._trials.baseline  # a new best beats the baseline too
         if best is None or is_faster(fast, best, self.settings.noise_margin):
             self._best = fast
             self._events.emit(NewBest(fast, fast.speedup or 1.0))
         self._learner.learn(slow, fast, positive=True)
+
+    def _on_evaluated(self, event: SearchEvent) -> None:
+        """A candidate the judge caught at its first evaluation becomes a reward-hack
+        experience (the baseline, which has no parent, never does)."""
+        if isinstance(event, CandidateEvaluated):
+            parent = self._trials.parent_of(event.candidate)
+            if parent is not None:
+                self._learner.learn_hack(parent, event.candidate)
+
+    def _learn_hacks(self) -> None:
+        """Every candidate met so far that the judge caught (also at a re-timing, which
+        replaces a finalist's result) becomes a reward-hack experience, once."""
+        for cand in list(self._trials.seen.values()):
+            parent = self._trials.parent_of(cand)
+            if parent is not None:
+                self._learner.learn_hack(parent, cand)
 
     async def _cancel_background(self) -> None:
         await cancel_all([*self._learner.pending(), *self._retimer.pending()])

@@ -2,8 +2,10 @@
 
 A slow->fast step confirmed by re-timing is summarized by the proposer into a positive
 experience (title + rule); a correct rewrite that made its parent slower becomes a negative one
-("did not help: <plan>"). Writes run in the background, so the search does not wait for the
-summarizer; :meth:`Learner.drain` waits for them.
+("did not help: <plan>"). A candidate the judge caught (``EvalResult.status == "rejected"``
+with a ``rule``) becomes a negative ``reward-hack: <rule>`` experience, never a positive, with no
+summarizer call (the rule is the lesson). Writes run in the background, so the search does not
+wait for the summarizer; :meth:`Learner.drain` waits for them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,16 @@ from accelopt_core.search.tasks import Background
 
 #: A summary title that starts with this says the change does not transfer: nothing is stored.
 NOTHING_LEARNED = "no optimization found"
+#: Longest judge message kept in a reward-hack experience's rule (characters).
+MAX_HACK_MESSAGE = 300
+
+
+def caught_rule(cand: Candidate) -> str | None:
+    """The trust rule that caught ``cand`` (``EvalResult.rule`` of a ``rejected`` result, e.g.
+    ``"timing inconsistent"``), or None when the judge did not catch it."""
+    result = cand.result
+    rule = (result.rule or "").strip()
+    return rule if result.status == "rejected" and rule else None
 
 
 class Learner:
@@ -50,6 +62,7 @@ class Learner:
         self._contexts = contexts
         self._tally = tally
         self._background = Background()
+        self._hacks: set[str] = set()
         self.added = 0
 
     def learn(self, slow: Candidate, fast: Candidate, *, positive: bool) -> None:
@@ -57,6 +70,18 @@ class Learner:
         faster (``positive``) or slower than ``slow``."""
         if self._memory is not None:
             self._background.spawn(self._remember(slow, fast, positive=positive))
+
+    def learn_hack(self, parent: Candidate, cand: Candidate) -> bool:
+        """Remember, in the background, that ``cand`` (a rewrite of ``parent``) was caught by the
+        judge: a negative experience titled ``reward-hack: <rule>`` (speedup 1.0: none was
+        verified), tagged ``hack=<rule>``. Once per candidate; True when a write was started
+        (False: not caught, met before, or no memory)."""
+        rule = caught_rule(cand)
+        if self._memory is None or rule is None or cand.id in self._hacks:
+            return False
+        self._hacks.add(cand.id)
+        self._background.spawn(self._remember_hack(parent, cand, rule))
+        return True
 
     async def drain(self) -> int:
         """Wait for the pending writes; the number of experiences added by this search."""
@@ -68,6 +93,8 @@ class Learner:
         return self._background.pending()
 
     async def _remember(self, slow: Candidate, fast: Candidate, *, positive: bool) -> None:
+        if positive and caught_rule(fast) is not None:
+            return  # a caught candidate is never a positive (learn_hack stores it)
         speedup = (slow.latency_ms or 0) / (fast.latency_ms or float("inf"))
         if positive:
             lesson = await self._summarize(slow, fast, speedup)
@@ -80,6 +107,33 @@ class Learner:
             await asyncio.to_thread(self._memory.add, experience)
             self.added += 1
         except Exception as exc:  # invalid experience, MemoryUnavailable, disk error: go on
+            self._tally.warn(f"optimization memory not updated: {exc}")
+
+    async def _remember_hack(self, parent: Candidate, cand: Candidate, rule: str) -> None:
+        from accelopt_core.memory import HACK_PREFIX, Experience
+
+        message = " ".join((cand.result.message or "").split())[:MAX_HACK_MESSAGE]
+        lesson = f"Caught by the judge ({rule}): do not '{cand.plan_title}'."
+        try:
+            experience = Experience.create(
+                backend=self._kernel.backend,
+                device=cand.result.device or parent.result.device or "unknown",
+                timing=cand.result.timing if cand.result.timing != "none" else None,
+                kernel_name=self._kernel.name,
+                source_fingerprint=source_fingerprint(parent.source),
+                slow_source=parent.source,
+                fast_source=cand.source,
+                speedup=1.0,
+                title=HACK_PREFIX + rule,
+                rule=f"{lesson} {message}".strip(),
+                positive=False,
+                plan=cand.plan_text or cand.plan_title,
+                hack=rule,
+                judge_version=cand.result.judge_version,
+            )
+            await asyncio.to_thread(self._memory.add, experience)
+            self.added += 1
+        except Exception as exc:  # MemoryUnavailable, disk error: go on
             self._tally.warn(f"optimization memory not updated: {exc}")
 
     async def _summarize(
@@ -128,4 +182,5 @@ class Learner:
             rule=rule,
             positive=positive,
             plan=fast.plan_text,
+            judge_version=fast.result.judge_version,
         )

@@ -20,6 +20,8 @@ from accelopt_core.search.trials import Trials
 from accelopt_core.settings import SearchSettings
 
 log = logging.getLogger("accelopt.search")
+#: Reward-hack experiences the planner is shown as "do not" examples (issue 10).
+HACKS_SHOWN = 3
 
 
 class Contexts:
@@ -66,16 +68,24 @@ class Contexts:
         )
 
     async def _recall(self, parent: Candidate) -> tuple[list[Any], list[Any]]:
+        """(positives, negatives + up to ``HACKS_SHOWN`` reward-hack experiences); experiences
+        timed on the host steer only a search timed on the host (the baseline's timing)."""
         if self._memory is None or self._top_k <= 0:
             return [], []
+        base = self._trials.baseline
+        timing = base.result.timing if base is not None else None
+        mem, backend = self._memory, self._kernel.backend
         try:
-            return await asyncio.to_thread(
-                self._memory.retrieve_for,
+            pos, neg = await asyncio.to_thread(
+                mem.retrieve_for,
                 parent.source,
-                self._kernel.backend,
+                backend,
                 parent.result.device,
                 self._top_k,
+                timing=timing,
             )
+            hacks = await asyncio.to_thread(mem.hacks_for, parent.source, backend, HACKS_SHOWN)
+            return pos, neg + hacks
         except Exception as exc:
             self._tally.warn(f"optimization memory not readable: {exc}")
             return [], []

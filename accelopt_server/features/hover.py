@@ -1,7 +1,10 @@
 """Hover and ``accelopt.showMemory``: what the optimization memory knows about a kernel.
 
 * On a kernel's name: its last profile, a running search's status and the experiences of the
-  memory that fit the kernel.
+  memory that fit the kernel (when the last profile was timed on hardware, not those timed by
+  the Triton interpreter or the NKI simulator).
+
+Experiences timed on the host are labelled ``(interpreter-timed)`` / ``(simulator-timed)``.
 * On a Triton/NKI API call inside a kernel: the experiences whose rule mentions that call.
 
 Command: ``accelopt.showMemory [uri, kernelName]`` -> markdown.
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from accelopt_core.memory.experience import HOST_TIMINGS
 from accelopt_core.textdiff import split_lines
 
 from .. import present
@@ -22,6 +26,7 @@ from .base import LanguageFeature, command_args, unknown_kernel
 
 if TYPE_CHECKING:
     from accelopt_core.kernelfile import KernelFile, KernelInfo, SourceRange
+    from accelopt_core.memory import Experience
 
     from ..documents import DocState
 
@@ -77,6 +82,8 @@ class HoverFeature(LanguageFeature):
             device,
             settings.search.memory_top_k or _HOVER_TOP_K,
         )
+        if entry is not None:
+            pos, neg = _for_timing(pos, entry.result.timing), _for_timing(neg, entry.result.timing)
         job = self.ctx.jobs.active_job(uri, kernel.name)
         value = present.kernel_hover(
             kernel,
@@ -111,3 +118,12 @@ class HoverFeature(LanguageFeature):
         )
         report = self.ctx.docs.state(uri).reports.get(kernel_name)
         return present.memory_document(kernel, pos, neg, problem, report)
+
+
+def _for_timing(experiences: list[Experience], timing: str) -> list[Experience]:
+    """``experiences`` that may speak to a kernel profiled with ``timing``: all of them for a
+    host timing (``interpreter``, ``simulated``) or none, else only those not timed on the
+    host (an interpreter latency says nothing about a GPU)."""
+    if timing in HOST_TIMINGS or timing == "none":
+        return experiences
+    return [e for e in experiences if e.timing not in HOST_TIMINGS]

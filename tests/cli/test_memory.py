@@ -19,6 +19,7 @@ import pytest
 
 from accelopt_cli.memory import add_memory_parser, run_memory_command
 from accelopt_core.memory import OptimizationMemory
+from accelopt_core.onsite.protocol import JUDGE_VERSION
 from accelopt_core.settings import Settings
 from tests.memory.experiences import make_exp, matmul_exp, softmax_exp
 
@@ -305,3 +306,100 @@ def test_table_on_a_terminal_keeps_kernel_and_title_readable(width: int) -> None
     assert ("observed" in text) is (width >= render.WIDE_TABLE_COLUMNS)
     assert "softmax_kernel" in text and "matmul_kernel" in text  # never cut to a few letters
     assert "single-pass" in text and "online softmax" in text
+
+
+# -- issue 10: hacks, timing labels, judge versions ----------------------------------------------
+
+
+@pytest.fixture
+def trust_seeded(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A memory with a GPU rule, an interpreter-timed rule, a reward hack and a rule from the
+    weaker judge of version 1."""
+    root = tmp_path / "mem"
+    m = OptimizationMemory(root / "memory")
+    ids = {
+        "gpu": m.add(softmax_exp(created_at=100)).id,
+        "interp": m.add(
+            softmax_exp(
+                title="num_warps 8 -> 4", timing="interpreter", device="cpu", created_at=200
+            )
+        ).id,
+        "hack": m.add(
+            softmax_exp(
+                title="reward-hack: timing inconsistent",
+                speedup=1.0,
+                positive=False,
+                hack="timing inconsistent",
+                plan="Cache the output keyed by x.data_ptr().\nStep 2.",
+                created_at=300,
+            )
+        ).id,
+        "old": m.add(matmul_exp(judge_version="1", created_at=400)).id,
+    }
+    m.close()
+    return root, ids
+
+
+def test_list_hacks_and_timing_labels_through_the_entry_point(trust_seeded):
+    root, ids = trust_seeded
+    res = cli("memory", "--memory-dir", str(root), "list", "--hacks")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == "# 1 of 4 experiences are reward-hack experiences"
+    header = lines[1].split("\t")
+    assert header == ["id", "rule", "kernel", "observed", "judge", "seen", "plan"]
+    [row] = [dict(zip(header, line.split("\t"), strict=True)) for line in lines[2:]]
+    assert row["id"] == ids["hack"] and row["rule"] == "timing inconsistent"
+    assert row["kernel"] == "softmax_kernel" and row["judge"] == JUDGE_VERSION
+    assert row["plan"] == "Cache the output keyed by x.data_ptr()."
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", row["observed"])
+
+    res = cli("memory", "--memory-dir", str(root), "list", "--hacks", "--json")
+    [data] = json.loads(res.stdout)
+    assert data["hack"] == "timing inconsistent" and data["positive"] is False
+
+    res = cli("memory", "--memory-dir", str(root), "list")
+    rows = {r.split("\t")[0]: r for r in res.stdout.splitlines()[2:]}
+    assert "num_warps 8 -> 4 (interpreter-timed)" in rows[ids["interp"]]
+    assert "interpreter-timed" not in rows[ids["gpu"]]
+    empty = cli("memory", "--memory-dir", str(root / "none"), "list", "--hacks")
+    assert "no reward-hack experiences" in empty.stdout
+    with pytest.raises(SystemExit):
+        parser().parse_args(["memory", "list", "--hacks", "--positive"])
+
+
+def test_recheck_lists_and_drop_removes_older_judged(trust_seeded):
+    root, ids = trust_seeded
+    res = cli("memory", "--memory-dir", str(root), "recheck")
+    assert res.returncode == 0, res.stderr
+    assert f"1 of 4 experiences judged before version {JUDGE_VERSION}" in res.stdout
+    assert ids["old"] in res.stdout and ids["gpu"] not in res.stdout
+    assert "nothing changed" in res.stdout
+    assert len(OptimizationMemory(root / "memory")) == 4  # without --drop nothing changes
+
+    res = cli("memory", "--memory-dir", str(root), "recheck", "--drop", "--json")
+    data = json.loads(res.stdout)
+    assert data["dropped"] == 1 and [e["id"] for e in data["older"]] == [ids["old"]]
+    left = OptimizationMemory(root / "memory")
+    assert {e.id for e in left.all()} == {ids["gpu"], ids["interp"], ids["hack"]}
+    res = cli("memory", "--memory-dir", str(root), "recheck", "--drop")
+    assert f"every experience was verified by judge version {JUDGE_VERSION}" in res.stdout
+
+
+def test_recheck_drop_says_how_many(trust_seeded, capsys):
+    root, ids = trust_seeded
+    m = OptimizationMemory(root / "memory")
+    m.add(softmax_exp(title="another weak one", judge_version="1"))
+    m.close()
+    assert run(["--memory-dir", str(root), "recheck", "--drop"]) == 0
+    out = capsys.readouterr().out
+    assert f"dropped 2 experiences judged before version {JUDGE_VERSION}" in out
+    assert ids["old"] in out
+
+
+def test_show_labels_a_hack_and_its_timing(trust_seeded):
+    root, ids = trust_seeded
+    out = cli("memory", "--memory-dir", str(root), "show", ids["hack"]).stdout
+    assert "reward hack caught by: timing inconsistent" in out and f"judge {JUDGE_VERSION}" in out
+    out = cli("memory", "--memory-dir", str(root), "show", ids["interp"]).stdout
+    assert "interpreter timing, interpreter-timed" in out

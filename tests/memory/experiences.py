@@ -96,11 +96,16 @@ def make_exp(
     positive: bool | None = None,
     created_at: float | None = None,
     fast: str | None = None,
+    timing: str = "cuda",
+    hack: str | None = None,
+    plan: str = "",
+    judge_version: str | None = None,
 ) -> Experience:
+    extra = {} if judge_version is None else {"judge_version": judge_version}
     return Experience.create(
         backend=backend,
         device=device,
-        timing="cuda",
+        timing=timing,
         kernel_name=kernel_name,
         slow_source=source,
         fast_source=fast if fast is not None else source + "\n# faster\n",
@@ -109,6 +114,9 @@ def make_exp(
         rule=rule,
         positive=positive,
         created_at=created_at,
+        hack=hack,
+        plan=plan,
+        **extra,
     )
 
 

@@ -52,3 +52,26 @@ def test_results_store_source_change_and_other_keys(tmp_path: Path):
     assert store.load(other, "softmax_kernel", SOFTMAX) == {"best": 3}
     assert store.clear() == 1 and store.load(other, "softmax_kernel", SOFTMAX) is None
     store.close()
+
+
+def test_a_report_of_an_older_judge_is_not_offered_again(tmp_path: Path):
+    """A report saved before reports recorded the judge version (judge 1) is not returned: its
+    ranking may hold candidates today's judge rejects."""
+    import diskcache
+
+    from accelopt_core.onsite.protocol import JUDGE_VERSION
+
+    store = ResultsStore(tmp_path / "results")
+    path = str(tmp_path / "k.py")
+    store.save(path, "softmax_kernel", SOFTMAX, {"best": 1})
+    assert store.load(path, "softmax_kernel", SOFTMAX) == {"best": 1}
+    store.close()
+    with diskcache.Cache(str(tmp_path / "results")) as cache:
+        [key] = [k for k in cache.iterkeys() if str(k).startswith("report")]
+        entry = cache.get(key)
+        assert entry["judge_version"] == JUDGE_VERSION
+        del entry["judge_version"]  # as the store wrote it before
+        cache.set(key, entry)
+    reopened = ResultsStore(tmp_path / "results")
+    assert reopened.load(path, "softmax_kernel", SOFTMAX) is None
+    reopened.close()
