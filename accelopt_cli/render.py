@@ -23,8 +23,9 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from accelopt_core.kernelfile import KernelFile
-from accelopt_core.memory import Experience
+from accelopt_core.memory import Experience, timing_label
 from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.search.report import HOST_TIMING_NOTES, metrics_lines
 from accelopt_core.textdiff import unified_diff
 
 _SEVERITY_COLORS = {"error": "red", "warning": "yellow"}
@@ -139,11 +140,12 @@ def print_search_report(
     else:
         out.print("no verified improvement found")
     out.print(_search_totals(report))
-    if report.timing == "interpreter":
-        out.print(
-            "[yellow]timed under the Triton interpreter on CPU: these latencies say nothing "
-            "about GPU speed[/]"
-        )
+    if report.timing in HOST_TIMING_NOTES:
+        out.print(f"[yellow]{HOST_TIMING_NOTES[report.timing]}[/]")
+    if report.best and report.best.result.metrics:
+        out.print("best candidate's profile:")
+        for line in metrics_lines(report.best.result.metrics):
+            out.print(f"  {line}")
     for warning in report.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
     if report.best:
@@ -157,13 +159,21 @@ def print_search_report(
 
 def print_profile(out: Console, err: Console, result: EvalResult, path: str) -> None:
     """The human form of ``accelopt profile``: the result's summary, then the latency median
-    with p20/p80 (ms), GB/s and TFLOP/s (not under the interpreter), device and timing."""
+    with p20/p80 (ms), GB/s and TFLOP/s (not when timed on the host: the Triton interpreter or
+    the NKI simulator), device and timing, the NKI profile metrics
+    (:func:`accelopt_core.search.report.metrics_lines`) and the host-timing note."""
     out.print(f"[bold]{path}[/]: {result.summary()}")
     if result.ok and result.p20_ms is not None:
         line = f"latency median {result.latency_ms:.4g} ms (p20 {result.p20_ms:.4g}, p80 {result.p80_ms:.4g})"
-        if result.timing != "interpreter" and result.gbps is not None:
+        if result.timing not in HOST_TIMING_NOTES and result.gbps is not None:
             line += f" · {result.gbps:.1f} GB/s · {result.tflops or 0:.3f} TFLOP/s"
         out.print(f"{line} · device {result.device} · timing {result.timing}")
+    elif result.ok:
+        out.print(f"device {result.device} · timing {result.timing}")
+    for line in metrics_lines(result.metrics) if result.ok else []:
+        out.print(line)
+    if result.ok and result.timing in HOST_TIMING_NOTES:
+        out.print(f"[yellow]{HOST_TIMING_NOTES[result.timing]}[/]")
     for warning in result.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
 
@@ -209,10 +219,17 @@ def experiences_table(
         cells += [str(exp.seen), exp.backend] if wide else []
         cells.append(escape(exp.kernel_name))
         cells += [escape(f"{exp.device} / {exp.timing}")] if wide else []
-        cells.append(escape(exp.title))
+        cells.append(escape(labelled_title(exp)))
         cells += [when(exp.updated_at)] if wide else []
         table.add_row(*cells)
     return table
+
+
+def labelled_title(exp: Experience) -> str:
+    """The title with the timing label of a host-timed experience appended:
+    ``single-pass softmax (interpreter-timed)`` (:func:`accelopt_core.memory.timing_label`)."""
+    label = timing_label(exp.timing)
+    return f"{exp.title} ({label})" if label else exp.title
 
 
 def _plain_cell(text: str) -> str:
@@ -232,7 +249,7 @@ def experiences_plain(rows: list[tuple[Experience, float | None]]) -> str:
         if similarity:
             cells.append(f"{sim:.3f}" if sim is not None else "")
         cells += [f"{exp.speedup:.2f}x", str(exp.seen), exp.backend, exp.kernel_name]
-        cells += [exp.device, exp.timing, exp.title, when(exp.updated_at)]
+        cells += [exp.device, exp.timing, labelled_title(exp), when(exp.updated_at)]
         lines.append("\t".join(_plain_cell(c) for c in cells))
     return "\n".join(lines)
 
@@ -250,13 +267,51 @@ def print_experiences(
     out.file.flush()
 
 
+def _first_line(text: str, limit: int = 200) -> str:
+    lines = text.strip().splitlines()
+    return " ".join(lines[0].split())[:limit] if lines else ""
+
+
+def print_hacks(out: Console, exps: list[Experience], title: str) -> None:
+    """Reward-hack experiences (``Experience.hack`` set): the rule that caught the candidate,
+    the kernel, when it was last caught, the judge version and the plan's first line; a table
+    on a terminal, else ``# title`` and tab-separated lines under a header (id, rule, kernel,
+    observed, judge, seen, plan)."""
+    rows = [
+        [e.id, e.hack or "", e.kernel_name, when(e.updated_at), e.judge_version, str(e.seen)]
+        + [_first_line(e.plan) or "(no plan)"]
+        for e in exps
+    ]
+    if not out.is_terminal:
+        header = ["id", "rule", "kernel", "observed", "judge", "seen", "plan"]
+        lines = ["\t".join(header)] + ["\t".join(_plain_cell(c) for c in r) for r in rows]
+        out.file.write(f"# {title}\n" + "\n".join(lines) + "\n")
+        out.file.flush()
+        return
+    table = Table(title=title, title_justify="left")
+    table.add_column("id", no_wrap=True, min_width=16, style="cyan")
+    table.add_column("rule", style="red", overflow="fold")
+    table.add_column("kernel", overflow="fold")
+    table.add_column("observed", no_wrap=True)
+    table.add_column("judge", justify="right", no_wrap=True)
+    table.add_column("seen", justify="right", no_wrap=True)
+    table.add_column("plan", overflow="fold")
+    for r in rows:
+        table.add_row(*(escape(c) for c in r))
+    out.print(table)
+
+
 def print_experience(out: Console, exp: Experience) -> None:
     """One experience in full: a header panel, its rule, its plan and the slow -> fast diff."""
     sign = "positive" if exp.positive else "negative"
+    if exp.hack:
+        sign = f"reward hack caught by: {exp.hack}"
+    label = timing_label(exp.timing)
     head = (
-        f"[bold]{escape(exp.title)}[/]  ({sign}, {exp.speedup:.2f}x, seen {exp.seen}x)\n"
+        f"[bold]{escape(exp.title)}[/]  ({escape(sign)}, {exp.speedup:.2f}x, seen {exp.seen}x)\n"
         f"id {exp.id} · {exp.backend} · kernel {escape(exp.kernel_name)} · "
-        f"{escape(exp.device)} ({escape(exp.timing)} timing)\n"
+        f"{escape(exp.device)} ({escape(exp.timing)} timing{', ' + label if label else ''}) · "
+        f"judge {escape(exp.judge_version)}\n"
         f"first {when(exp.created_at)} · last {when(exp.updated_at)} · "
         f"source {exp.source_fingerprint[:12]}"
     )

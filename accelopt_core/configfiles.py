@@ -19,6 +19,7 @@ for a TOML syntax error) and the key; the default (or the next lower layer) appl
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Mapping
@@ -188,7 +189,22 @@ def files_fingerprint(start: str | Path | None) -> tuple[Any, ...]:
 
     Equal fingerprints mean the same files with the same contents (to the file system's
     timestamp resolution), so a cache keyed by it is re-read exactly when a file is created,
-    changed or removed. Costs two ``stat`` calls per directory level."""
+    changed or removed. Costs two ``stat`` calls per directory level (the list of paths is
+    computed once per ``start``: the language server asks on every request)."""
+    env = tuple(os.environ.get(name) for name in _USER_CONFIG_ENV)
+    return tuple(_stat(path) for path in _fingerprint_paths(env, start))
+
+
+#: The environment variables :func:`user_config_path` depends on (platformdirs reads the XDG
+#: variable on Linux, HOME / APPDATA elsewhere).
+_USER_CONFIG_ENV = (CONFIG_ENV, "XDG_CONFIG_HOME", "HOME", "APPDATA")
+
+
+@functools.lru_cache(maxsize=1024)
+def _fingerprint_paths(env: tuple[str | None, ...], start: str | Path | None) -> tuple[str, ...]:
+    """The files :func:`files_fingerprint` stats: the user config (``env``: the values of
+    :data:`_USER_CONFIG_ENV` it was found with), then the two settings files of ``start``
+    (symlinks resolved once) and of each parent up to the root."""
     paths = [str(user_config_path())]
     if start is not None:
         directory = os.path.realpath(os.path.expanduser(start))
@@ -198,7 +214,7 @@ def files_fingerprint(start: str | Path | None) -> tuple[Any, ...]:
             if parent == directory:
                 break
             directory = parent
-    return tuple(_stat(path) for path in paths)
+    return tuple(paths)
 
 
 def _stat(path: str) -> tuple[int, int, int] | None:

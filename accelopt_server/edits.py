@@ -10,6 +10,7 @@ corrupting the file. :func:`text_edits` turns the result into minimal LSP ``Text
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 
@@ -80,6 +81,16 @@ def rebase(base: str, candidate: str, current: str) -> str:
     return "".join(merged)
 
 
+@functools.lru_cache(maxsize=16)
+def source_lines(source: str) -> tuple[str, ...]:
+    """``source`` split into lines with their endings
+    (:func:`accelopt_core.textdiff.split_lines`), remembered for the last few texts: every
+    hover and code-action request converts positions against the document's lines, and a
+    string's hash is computed once, so a repeated look-up costs O(1), not a split of the
+    file."""
+    return tuple(split_lines(source))
+
+
 def to_lsp_position(
     lines: Sequence[str], codec: PositionCodec, line0: int, col: int
 ) -> types.Position:
@@ -111,9 +122,19 @@ def from_lsp_position(
     lines: Sequence[str], codec: PositionCodec, position: types.Position
 ) -> tuple[int, int] | None:
     """An LSP position -> (1-based line, 0-based code-point column), or None when it lies
-    outside the document."""
-    if position.line < 0 or position.line >= len(lines) or position.character < 0:
+    outside the document.
+
+    ``line == len(lines)`` is inside: it is the position after the last line (the end of a
+    whole-document range ``{0:0, N:0}``), returned as the end of the document: line
+    ``len(lines) + 1``, column 0 when the text ends with a newline (or is empty), else the end
+    of the last line. A column past the end of a line means the end of the line (LSP 3.17,
+    ``Position``)."""
+    if position.line < 0 or position.line > len(lines) or position.character < 0:
         return None
+    if position.line == len(lines):
+        if not lines or lines[-1].endswith(("\n", "\r")):
+            return len(lines) + 1, 0
+        return len(lines), len(lines[-1])
     server = codec.position_from_client_units(
         lines, types.Position(line=position.line, character=position.character)
     )

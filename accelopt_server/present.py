@@ -6,7 +6,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from accelopt_core.kernelfile import KernelInfo
+from accelopt_core.memory.experience import timing_label
 from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.search.report import HOST_TIMING_NOTES, busiest_engine, metrics_lines
 
 if TYPE_CHECKING:
     from accelopt_core.memory import Experience
@@ -29,7 +31,8 @@ def _experience_line(exp: Experience) -> str:
     timing = exp.timing
     mark = "✅" if exp.positive else "❌"
     speed = f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "?x"
-    where = f"{device}{' (interpreter)' if timing == 'interpreter' else ''}"
+    label = timing_label(timing)
+    where = f"{device} ({label})" if label else device
     line = f"- {mark} **{_escape(title)}** — {speed} on {_escape(where)}, seen {seen}×"
     if exp.kernel_name:
         line += f" (from `{exp.kernel_name}`)"
@@ -68,7 +71,8 @@ def lens_summary(result: EvalResult) -> str:
     failure, its status and line only (``compile error · line 12``); the message goes to the
     diagnostic and the hover."""
     if result.ok:
-        return result.summary()
+        engine = busiest_engine(result.metrics)
+        return f"{result.summary()} · {engine}" if engine else result.summary()
     status = result.status.replace("_", " ")
     return f"{status} · line {result.line}" if result.line else status
 
@@ -82,7 +86,20 @@ def profile_line(result: EvalResult | None, version: int | None, current: int | 
         text += f" on {result.device}"
     if version is not None and current is not None and version != current:
         text += " _(before your latest edits)_"
-    return text
+    extra = profile_details(result)
+    return f"{text}\n\n{extra}" if extra else text
+
+
+def profile_details(result: EvalResult) -> str:
+    """Markdown under a profile's summary line: the NKI profile metrics
+    (:func:`accelopt_core.search.report.metrics_lines`: HBM/SBUF/PSUM bytes, spills, FLOPs,
+    engine active-time %) and, for a result timed on the host (``interpreter``,
+    ``simulated``), what that says about the hardware; ``""`` when there is neither."""
+    lines = [f"- {line}" for line in metrics_lines(result.metrics)]
+    note = HOST_TIMING_NOTES.get(result.timing)
+    if note and result.ok:
+        lines.append(f"_{note[0].upper()}{note[1:]}._")
+    return "\n".join(lines)
 
 
 def kernel_hover(
@@ -133,6 +150,9 @@ def memory_document(
             f"{len(cands)} verified improvement(s), target {report.target}, "
             f"timing {report.timing}"
         )
+        if report.timing in HOST_TIMING_NOTES:
+            parts.append(f"_{HOST_TIMING_NOTES[report.timing]}_")
         for c in cands:
             parts.append(f"- {candidate_title(c)} (`{c.id}`, {c.result.summary()})")
+            parts.extend(f"  - {line}" for line in metrics_lines(c.result.metrics))
     return "\n\n".join(parts)

@@ -136,6 +136,7 @@ async def main(requests: int, memory_dir: str) -> int:
             f"p99={pct(values, 99):.2f} ms max={max(values):.2f} ms"
         )
     await client.shutdown_session()
+    print(f"os.getloadavg() at the end = {os.getloadavg()} on {os.cpu_count()} CPU(s)")
     worst = max(pct(hover_ms, 99), pct(action_ms, 99))
     print(f"p99 target <= 10 ms: {'met' if worst <= 10 else 'NOT met'} (worst p99 {worst:.2f} ms)")
     return 0

@@ -1,7 +1,9 @@
 """The evaluation cache: verdicts on disk (diskcache), keyed by everything that decides them.
 
 :func:`cache_key` hashes the normalized candidate, the harness and baseline sources, the entry,
-the target's fingerprint, the harness version, the seeds and the timing mode;
+the target's fingerprint (with the NKI stack the target's probe reports: SDK version and
+``nki-simulated`` / ``nki-device``, so a ``simulated`` result is never reused on Trainium), the
+harness version, the seeds and the timing mode;
 :class:`EvaluationCache` stores only the deterministic verdicts (:data:`CACHEABLE_STATUSES`) and
 disables itself, with one warning, when its directory is unusable.
 """

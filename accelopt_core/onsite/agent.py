@@ -18,7 +18,7 @@ falls back to the worker's process group) and exits. SIGTERM and SIGHUP do the s
 Wire format of the agent (all integers little-endian), after the bundle:
 
 - agent -> client, once at start: ``b"H"`` + u32 length + JSON (python/torch/triton/neuronxcc
-  versions, device names, free disk bytes of the working and temporary directories).
+  versions, the NKI stack (``nki_sdk.stack()``), device names, free disk bytes of the working and temporary directories).
 - client -> agent, per evaluation: ``b"E"`` + u64 length + payload (``encode_stdin`` bytes):
   a fresh (cold) worker; or ``b"W"`` + u64 length + payload (``encode_warm`` bytes): the
   agent's warm worker (:mod:`.warmhost`, :mod:`.zygote`), started at the first ``W`` frame
@@ -44,6 +44,7 @@ import tempfile
 import threading
 from importlib import metadata
 
+from . import nki_sdk
 from .warmhost import WarmHost, split_payload
 
 #: In the command line of every worker the Ray task starts (and of nothing else), so the
@@ -148,6 +149,7 @@ def hello() -> dict:
         "triton": _version("triton"),
         "neuronxcc": _version("neuronxcc"),
         "devices": _devices(),
+        "nki_stack": nki_sdk.stack(),
         "cwd": os.getcwd(),
         "free_cwd": _free(os.getcwd()),
         "tmpdir": tempfile.gettempdir(),

@@ -96,3 +96,22 @@ def versions_entry() -> dict:
         return {}
     key = "nki" if found["api"] == "nki" else "neuronxcc"
     return {key: found["version"] or "unknown", "nki_api": found["api"]}
+
+
+def stack() -> dict:
+    """What decides how an NKI candidate runs here, for a target's fingerprint (the evaluation
+    cache key must tell a ``simulated`` result from a Trainium one before evaluating):
+    :func:`versions_entry` plus ``nki_mode`` (:func:`run_mode`: ``device`` / ``simulated``),
+    ``neuron_platform`` (``NEURON_PLATFORM_TARGET_OVERRIDE``) and ``lnc``
+    (``NEURON_LOGICAL_NC_CONFIG``) where set; empty without an SDK."""
+    out = versions_entry()
+    if not out:
+        return {}
+    out["nki_mode"] = run_mode(None)
+    for key, env in (
+        ("neuron_platform", "NEURON_PLATFORM_TARGET_OVERRIDE"),
+        ("lnc", "NEURON_LOGICAL_NC_CONFIG"),
+    ):
+        if os.environ.get(env):
+            out[key] = os.environ[env]
+    return out

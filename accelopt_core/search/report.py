@@ -10,6 +10,91 @@ from typing import Any
 from accelopt_core.proposers import Usage
 from accelopt_core.search.candidate import Candidate
 
+#: What a result timed on the host says about the hardware, where it is shown (issue 11): the
+#: Triton interpreter times on CPU, the NKI simulator (``nki.simulate``) does not time at all.
+HOST_TIMING_NOTES = {
+    "interpreter": "timed under the Triton interpreter on CPU: these latencies say nothing "
+    "about GPU speed",
+    "simulated": "run by the NKI simulator on CPU (nki.simulate): checked, not timed; says "
+    "nothing about Trainium speed",
+}
+
+#: NKI profile metrics (:data:`accelopt_core.onsite.nki_profile.METRIC_KEYS`) as shown:
+#: (memory, read key, write key) and (engine name, active-time % key).
+_TRAFFIC = (
+    ("HBM", "hbm_read_bytes", "hbm_write_bytes"),
+    ("SBUF", "sbuf_read_bytes", "sbuf_write_bytes"),
+    ("PSUM", "psum_read_bytes", "psum_write_bytes"),
+)
+_ENGINES = (
+    ("tensor", "tensor_engine_active_time_percent"),
+    ("vector", "vector_engine_active_time_percent"),
+    ("scalar", "scalar_engine_active_time_percent"),
+    ("GpSimd", "gpsimd_engine_active_time_percent"),
+)
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def format_bytes(n: float) -> str:
+    """``512 B``, ``2.0 KiB``, ``1.5 MiB``, ``3.2 GiB`` (binary units)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # unreachable
+
+
+def metrics_lines(metrics: Mapping[str, Any]) -> list[str]:
+    """An NKI profile's metrics (``EvalResult.metrics``, from the ``neuron-profile`` summary)
+    as at most two lines; ``[]`` without metrics (Triton, simulated NKI):
+
+    ``memory: HBM 2.0 MiB read, 1.0 MiB written · SBUF ... · spills 0 B saved, 0 B reloaded``
+    ``compute: 1.05 MFLOP · matmul arithmetic intensity 0.25 FLOP/B · engines active: tensor 0%
+    · vector 43% · scalar 5% · GpSimd 0%``. Missing keys are left out."""
+    memory = []
+    for name, read, write in _TRAFFIC:
+        r, w = _num(metrics.get(read)), _num(metrics.get(write))
+        if r is not None or w is not None:
+            memory.append(f"{name} {format_bytes(r or 0)} read, {format_bytes(w or 0)} written")
+    save, reload = _num(metrics.get("spill_save_bytes")), _num(metrics.get("spill_reload_bytes"))
+    if save is not None or reload is not None:
+        memory.append(
+            f"spills {format_bytes(save or 0)} saved, {format_bytes(reload or 0)} reloaded"
+        )
+    compute = []
+    flops = _num(metrics.get("hardware_flops"))
+    if flops is not None:
+        compute.append(f"{flops / 1e6:.3g} MFLOP")
+    intensity = _num(metrics.get("mm_arithmetic_intensity"))
+    if intensity is not None:
+        compute.append(f"matmul arithmetic intensity {intensity:.3g} FLOP/B")
+    engines = [
+        f"{name} {pct:.0f}%"
+        for name, key in _ENGINES
+        if (pct := _num(metrics.get(key))) is not None
+    ]
+    if engines:
+        compute.append("engines active: " + " · ".join(engines))
+    lines = []
+    if memory:
+        lines.append("memory: " + " · ".join(memory))
+    if compute:
+        lines.append("compute: " + " · ".join(compute))
+    return lines
+
+
+def busiest_engine(metrics: Mapping[str, Any]) -> str | None:
+    """``vector engine 43% active``: the NKI engine with the largest active-time share, or
+    None without engine metrics."""
+    shares = [(pct, name) for name, key in _ENGINES if (pct := _num(metrics.get(key))) is not None]
+    if not shares:
+        return None
+    pct, name = max(shares)
+    return f"{name} engine {pct:.0f}% active"
+
 
 @dataclass
 class Tally:

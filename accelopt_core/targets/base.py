@@ -10,7 +10,8 @@ only sees this protocol.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 
@@ -29,7 +30,8 @@ class Target(Protocol):
     Attributes:
         name: the target spec as configured (``local``, ``ssh://gpu-box``, ``ray://head:10001``).
         fingerprint: stable identity of the hardware and software behind the target, part of the
-            evaluation-cache key (e.g. ``local:cpu:torch-2.13.0:triton-3.9.0``).
+            evaluation-cache key (e.g. ``local:cpu:torch-2.13.0:triton-3.9.0``), with
+            :func:`nki_tag` of the target's NKI stack where it has a Neuron SDK.
         capacity: evaluations that may run at once (devices, or configured CPU slots).
     """
 
@@ -49,3 +51,25 @@ class Target(Protocol):
     async def close(self) -> None:
         """Release connections and processes. Idempotent."""
         ...
+
+
+def nki_tag(stack: Mapping[str, Any] | None) -> str:
+    """The part of a target fingerprint that decides how NKI candidates run there, from the
+    target's NKI stack as its worker or agent reports it before any evaluation
+    (:func:`accelopt_core.onsite.nki_sdk.stack`: ``nki`` or ``neuronxcc`` version,
+    ``nki_api``, ``nki_mode``, ``neuron_platform``, ``lnc``).
+
+    ``:nki-0.7.0:nki-device:trn2:lnc-2`` (``neuronxcc-2.21...`` for the legacy API;
+    ``nki-simulated`` for ``nki.simulate`` on CPU, whose results carry no Trainium timing);
+    ``""`` without an SDK, so targets without one keep their fingerprint. A stack without a
+    mode (an older worker) says ``nki-mode-unknown``: it never matches a probed one."""
+    if not stack or not stack.get("nki_api"):
+        return ""
+    key = "nki" if stack["nki_api"] == "nki" else "neuronxcc"
+    mode = stack.get("nki_mode") or "mode-unknown"
+    parts = [f"{key}-{stack.get(key) or 'unknown'}", f"nki-{mode}"]
+    if stack.get("neuron_platform"):
+        parts.append(str(stack["neuron_platform"]))
+    if stack.get("lnc"):
+        parts.append(f"lnc-{stack['lnc']}")
+    return ":" + ":".join(parts)

@@ -43,7 +43,7 @@ from accelopt_core.onsite import agent as onsite_agent
 from accelopt_core.onsite import warmhost
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
-from accelopt_core.targets.base import TargetError
+from accelopt_core.targets.base import TargetError, nki_tag
 from accelopt_core.targets.shipping import (
     BOOTSTRAP,
     decode_probe,
@@ -263,6 +263,18 @@ class WarmActors:
             await self.kill(actor)
 
 
+def nki_stack(versions: dict[str, Any], reported: Any, mode: str | None = None) -> dict[str, Any]:
+    """The node's NKI stack for the fingerprint: what its worker ``reported``
+    (``nki_sdk.stack()``), else rebuilt from its ``versions`` (an older worker) with ``mode``
+    (None: unknown, which matches no probed stack); ``{}`` without an SDK."""
+    if isinstance(reported, dict):
+        return reported
+    stack = {k: versions[k] for k in ("nki", "neuronxcc", "nki_api", "lnc") if versions.get(k)}
+    if stack.get("nki_api") and mode:
+        stack["nki_mode"] = mode
+    return stack if stack.get("nki_api") else {}
+
+
 class RayTarget:
     """Evaluate candidates as tasks on a Ray cluster (``ray://HOST:PORT`` or ``ray:auto``).
 
@@ -304,13 +316,14 @@ class RayTarget:
     @property
     def fingerprint(self) -> str:
         """``<spec>:<resource>:<device name>:torch-X:triton-Y`` once a task has reported
-        (:meth:`probe` or the first evaluation); before that ``<spec>:unprobed``."""
+        (:meth:`probe` or the first evaluation), then
+        :func:`~accelopt_core.targets.base.nki_tag` of the node's NKI stack where it has a
+        Neuron SDK (``nki-device`` on Trainium, ``nki-simulated``); before that
+        ``<spec>:unprobed``."""
         if self._hello is None:
             return f"{self.name}:unprobed"
         h = self._hello
-        stack = f"torch-{h.get('torch')}:triton-{h.get('triton')}"
-        if h.get("neuronxcc"):
-            stack += f":neuronxcc-{h['neuronxcc']}"
+        stack = f"torch-{h.get('torch')}:triton-{h.get('triton')}" + nki_tag(h.get("nki_stack"))
         return f"{self.name}:{self.resource}:{h.get('device', '?')}:{stack}"
 
     @property
@@ -341,6 +354,7 @@ class RayTarget:
             info["device"] = devices[0].get("name", "?")
         info["device_names"] = [info["device"]]
         info["worker_probe"] = probe
+        info["nki_stack"] = nki_stack(probe.get("versions") or {}, probe.get("nki_stack"))
         if rc != 0 and not probe:
             info["error"] = err.decode(errors="replace")[-1500:]
         info["resource"] = self.resource
@@ -386,7 +400,9 @@ class RayTarget:
         else:
             result = decode_result(out, err, rc)
             if self._hello is None and result.versions and result.device:
-                self._hello = {**result.versions, "device": result.device}
+                mode = {"neuron": "device", "simulated": "simulated"}.get(result.timing)
+                stack = nki_stack(result.versions, None, mode)
+                self._hello = {**result.versions, "device": result.device, "nki_stack": stack}
         result.eval_s = time.perf_counter() - started
         return result
 

@@ -29,6 +29,8 @@ feature method that answers it:
   improvements}`` (what a lens label runs; also shown as ``window/showMessage``)
 * ``accelopt.applyCandidate [uri, kernelName, candidateId, version]`` -> ``{applied, message?}``
   (for clients without ``codeAction/resolve``: the edit goes out as ``workspace/applyEdit``)
+* ``accelopt.showSettings [uri?]`` -> ``{target, targetSource, settings: {key: value},
+  sources: {key: source}}`` (the effective settings of ``uri``'s scope, server-wide without)
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ COMMANDS: dict[str, tuple[type[LanguageFeature], str]] = {
     "accelopt.listJobs": (SearchJobsFeature, "cmd_list_jobs"),
     "accelopt.showStatus": (CodeLensFeature, "cmd_show_status"),
     "accelopt.applyCandidate": (CodeActionsFeature, "cmd_apply_candidate"),
+    "accelopt.showSettings": (SettingsFeature, "cmd_show_settings"),
 }
 
 __all__ = [

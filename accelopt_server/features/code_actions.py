@@ -20,11 +20,9 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcInvalidParams
 
-from accelopt_core.textdiff import split_lines
-
 from .. import present
 from ..diagnostics import NO_HARNESS
-from ..edits import from_lsp_position
+from ..edits import from_lsp_position, source_lines
 from .base import LanguageFeature, command_args, runnable
 from .results import ResultsFeature
 from .workspace_edits import WorkspaceEdits
@@ -242,7 +240,7 @@ def _resolve_data(data: Any) -> dict[str, Any]:
 
 def _kernels_in(doc: TextDocument, kf: KernelFile, rng: types.Range) -> list[KernelInfo]:
     """The kernels whose lines the range touches (none when it starts outside the document)."""
-    lines = split_lines(kf.source)
+    lines = source_lines(kf.source)
     start = from_lsp_position(lines, doc.position_codec, rng.start)
     end = from_lsp_position(lines, doc.position_codec, rng.end) or start
     if start is None:

@@ -22,7 +22,7 @@ from pygls.uris import to_fs_path
 from accelopt_core.configfiles import PROJECT_FILE, PYPROJECT, user_config_path
 
 from ..logs import set_level
-from .base import LanguageFeature
+from .base import LanguageFeature, command_args
 
 if TYPE_CHECKING:
     from ..documents import KernelDocument
@@ -89,6 +89,23 @@ class SettingsFeature(LanguageFeature):
         self.ctx.config.reread_files()
         self._apply()
         await self._settings_changed(f"{', '.join(changed)} changed; {self._files_read()}")
+
+    async def cmd_show_settings(self, *args: Any) -> dict[str, Any]:
+        """``accelopt.showSettings [uri?]``: the effective settings of ``uri``'s scope (the
+        server-wide ones without) and where each came from (``editor settings``, ``project
+        file <path>``, ``user config <path>``, ``default``), e.g. for a status bar:
+        ``{target, targetSource, settings: {dotted key: value}, sources: {dotted key: source}}``.
+        """
+        (uri,) = command_args("accelopt.showSettings", args, [], ["uri"])
+        effective = self.ctx.config.effective(uri)
+        rows = effective.rows()
+        sources = {key: source for key, _, source in rows}
+        return {
+            "target": effective.settings.target,
+            "targetSource": sources.get("target", "default"),
+            "settings": {key: value for key, value, _ in rows},
+            "sources": sources,
+        }
 
     async def _settings_changed(self, what: str) -> None:
         """Close engines no scope uses (unless a search runs), log, refresh the lenses."""

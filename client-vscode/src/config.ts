@@ -235,3 +235,38 @@ export class Debouncer {
     this.reasons = [];
   }
 }
+
+/** The server command that answers the effective settings (`[uri?]`). */
+export const SHOW_SETTINGS_COMMAND = 'accelopt.showSettings';
+
+/** The target the server uses, and the layer that set it (`project file /ws/pyproject.toml`). */
+export interface EffectiveTarget {
+  target: string;
+  source: string;
+}
+
+/**
+ * The effective target from the server's `accelopt.showSettings` answer
+ * (`{target, targetSource, ...}`): the editor settings over the project file
+ * (`[tool.accelopt]` in pyproject.toml, accelopt.toml) over the user config. Undefined for
+ * anything else (an older server without the command, a failed request).
+ */
+export function effectiveTarget(answer: unknown): EffectiveTarget | undefined {
+  if (typeof answer !== 'object' || answer === null) {
+    return undefined;
+  }
+  const { target, targetSource } = answer as Record<string, unknown>;
+  if (typeof target !== 'string' || target === '') {
+    return undefined;
+  }
+  return { target, source: typeof targetSource === 'string' ? targetSource : 'default' };
+}
+
+/** The settings files the server reads besides the editor settings (by file name). */
+export const SETTINGS_FILES = ['pyproject.toml', 'accelopt.toml'] as const;
+
+/** Whether `path` (a file system path or URI path) is one of {@link SETTINGS_FILES}. */
+export function isSettingsFile(path: string): boolean {
+  const name = path.split(/[\\/]/).pop() ?? '';
+  return (SETTINGS_FILES as readonly string[]).includes(name);
+}

@@ -3,7 +3,7 @@
  * commands and restart triggers together. Logic lives in the modules it imports.
  */
 import * as vscode from 'vscode';
-import { Debouncer, restartTrigger, SECTION } from './config';
+import { Debouncer, isSettingsFile, restartTrigger, SECTION, SETTINGS_FILES } from './config';
 import { pythonExtensionApi } from './interpreter';
 import { isRunning, JobTracker, jobLabel, parseJobs } from './jobs';
 import { kernelAt, KernelRef, kernelsFromLenses } from './kernels';
@@ -112,6 +112,22 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   manager = server;
   status.setTarget(vscode.workspace.getConfiguration(SECTION).get<string>('target') ?? 'local');
   const restarts = new Debouncer(500, (reasons) => void server.restart(`${reasons.join(', ')} changed`));
+  // The status bar shows the server's effective target (the project file may set it).
+  const targetRefresh = new Debouncer(300, () => void server.refreshTarget());
+  const settingsFiles = vscode.workspace.createFileSystemWatcher(`**/{${SETTINGS_FILES.join(',')}}`);
+  for (const event of [settingsFiles.onDidChange, settingsFiles.onDidCreate, settingsFiles.onDidDelete]) {
+    context.subscriptions.push(event(() => targetRefresh.trigger('settings file')));
+  }
+  context.subscriptions.push(
+    settingsFiles,
+    { dispose: () => targetRefresh.dispose() },
+    vscode.workspace.onDidSaveTextDocument((doc) => {
+      if (isSettingsFile(doc.uri.path)) {
+        targetRefresh.trigger('settings file');
+      }
+    }),
+    vscode.window.onDidChangeActiveTextEditor(() => targetRefresh.trigger('editor')),
+  );
 
   const register = (id: string, fn: (...args: unknown[]) => unknown) =>
     context.subscriptions.push(vscode.commands.registerCommand(id, fn));
@@ -184,6 +200,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (e.affectsConfiguration(`${SECTION}.target`)) {
         status.setTarget(vscode.workspace.getConfiguration(SECTION).get<string>('target') ?? 'local');
       }
+      targetRefresh.trigger('settings');
       const trigger = restartTrigger(e);
       if (trigger) {
         restarts.trigger(trigger);

@@ -158,6 +158,7 @@ export function statusView(
   server: ServerState,
   active: ActiveProgress[],
   detail?: string,
+  targetSource?: string,
 ): { text: string; tooltip: string; warning: boolean } {
   if (server === 'not-installed' || server === 'failed') {
     return {
@@ -176,7 +177,8 @@ export function statusView(
     const what = p.title.slice(PROGRESS_PREFIX.length).trim();
     return p.message ? `${what} — ${p.message}` : what;
   });
-  const tooltip = [`AccelOpt target: ${target}`, ...lines, active.length ? 'Click to list or cancel searches.' : 'No running searches. Click to list searches.'].join('\n');
+  const from = targetSource && targetSource !== 'default' ? ` (from the ${targetSource})` : '';
+  const tooltip = [`AccelOpt target: ${target}${from}`, ...lines, active.length ? 'Click to list or cancel searches.' : 'No running searches. Click to list searches.'].join('\n');
   if (active.length === 0) {
     return { text: `$(zap) AccelOpt: ${target}`, tooltip, warning: false };
   }

@@ -12,7 +12,7 @@ import {
   State,
   WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
-import { notificationLevel, SECTION } from './config';
+import { effectiveTarget, notificationLevel, SECTION, SHOW_SETTINGS_COMMAND } from './config';
 import { chooseInterpreter, InterpreterChoice } from './interpreter';
 import { JobTracker } from './jobs';
 import { ProgressNotifications } from './progress';
@@ -114,6 +114,20 @@ export class ServerManager implements vscode.Disposable {
     } catch (err) {
       this.log.warn(`${command} failed: ${errorText(err)}`);
       return undefined;
+    }
+  }
+
+  /**
+   * Shows the target the server will use for the active Python file (else the server-wide
+   * one): the editor settings over the project file and the user config, as the server merges
+   * them (`accelopt.showSettings`). Keeps `accelopt.target` when the server cannot say.
+   */
+  async refreshTarget(): Promise<void> {
+    const doc = vscode.window.activeTextEditor?.document;
+    const args = doc?.languageId === 'python' ? [doc.uri.toString()] : [];
+    const found = effectiveTarget(await this.query(SHOW_SETTINGS_COMMAND, args));
+    if (found) {
+      this.status.setTarget(found.target, found.source);
     }
   }
 
@@ -234,6 +248,7 @@ export class ServerManager implements vscode.Disposable {
       this.status.setTarget(config.get<string>('target') ?? 'local');
       this.status.setServer('running');
       this.log.info('The server is running.');
+      await this.refreshTarget();
     } catch (err) {
       this.log.error(`The server did not start: ${errorText(err)}`);
       this.status.setServer('failed', `The AccelOpt server did not start: ${errorText(err)}`);

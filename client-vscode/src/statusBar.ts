@@ -16,6 +16,7 @@ export class StatusBar implements vscode.Disposable {
   private server: ServerState = 'stopped';
   private detail?: string;
   private target = 'local';
+  private targetSource?: string;
   private readonly unsubscribe: () => void;
 
   constructor(private readonly tracker: JobTracker) {
@@ -33,15 +34,19 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
-  /** Sets the target shown while idle (`accelopt.target`). */
-  setTarget(target: string): void {
+  /**
+   * Sets the target shown while idle: the server's effective target with the layer that set it
+   * (`project file /ws/pyproject.toml`), or `accelopt.target` before the server has answered.
+   */
+  setTarget(target: string, source?: string): void {
     this.target = target || 'local';
+    this.targetSource = source;
     this.render();
   }
 
   /** Redraws the item from the current state. */
   render(): void {
-    const view = statusView(this.target, this.server, this.tracker.list(), this.detail);
+    const view = statusView(this.target, this.server, this.tracker.list(), this.detail, this.targetSource);
     this.item.text = view.text;
     this.item.tooltip = view.tooltip;
     this.item.backgroundColor = view.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;

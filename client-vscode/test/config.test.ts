@@ -3,7 +3,9 @@ import { test } from 'node:test';
 import * as vscode from 'vscode';
 import {
   Debouncer,
+  effectiveTarget,
   interpreterFromSetting,
+  isSettingsFile,
   nestedSection,
   notificationLevel,
   restartTrigger,
@@ -139,4 +141,20 @@ test('notificationLevel defaults to onError', () => {
   assert.equal(notificationLevel(vscode.workspace.getConfiguration(SECTION)), 'always');
   standin.settings.set('accelopt.showNotifications', 'bogus');
   assert.equal(notificationLevel(vscode.workspace.getConfiguration(SECTION)), 'onError');
+});
+
+test('effectiveTarget reads the server\'s accelopt.showSettings answer, nothing else', () => {
+  const answer = { target: 'ssh://gpu-box', targetSource: 'project file /ws/pyproject.toml', settings: {} };
+  assert.deepEqual(effectiveTarget(answer), { target: 'ssh://gpu-box', source: 'project file /ws/pyproject.toml' });
+  assert.deepEqual(effectiveTarget({ target: 'local' }), { target: 'local', source: 'default' });
+  for (const bad of [undefined, null, 'local', { target: '' }, { target: 42 }]) {
+    assert.equal(effectiveTarget(bad), undefined);
+  }
+});
+
+test('isSettingsFile knows the files the server reads settings from', () => {
+  assert.ok(isSettingsFile('/ws/pyproject.toml'));
+  assert.ok(isSettingsFile('C:\\ws\\accelopt.toml'));
+  assert.ok(!isSettingsFile('/ws/setup.cfg'));
+  assert.ok(!isSettingsFile('/ws/not-pyproject.toml'));
 });

@@ -38,6 +38,10 @@ test('status bar text: target when idle, the search and its progress when one ru
   const missing = statusView('local', 'not-installed', [], 'install it with ...');
   assert.equal(missing.warning, true);
   assert.equal(missing.tooltip, 'install it with ...');
+  const fromFile = statusView('ssh://gpu-box', 'running', [], undefined, 'project file /ws/pyproject.toml');
+  assert.equal(fromFile.text, '$(zap) AccelOpt: ssh://gpu-box');
+  assert.match(fromFile.tooltip, /^AccelOpt target: ssh:\/\/gpu-box \(from the project file \/ws\/pyproject.toml\)/);
+  assert.match(statusView('local', 'running', [], undefined, 'default').tooltip, /^AccelOpt target: local\n/);
 });
 
 test('the status bar item follows progress and points its click at the job list', () => {

@@ -65,3 +65,50 @@ def test_target_report_failure_goes_to_stderr() -> None:
     render.print_target_report(out, err, report)
     assert out_buf.getvalue().strip() == "target ssh://box"
     assert err_buf.getvalue().strip() == "error: TargetError: refused"
+
+
+#: Profile metrics of ``examples/nki/tensor_add.py`` on a trn1 NeuronCore as the stand-in
+#: ``neuron-profile`` reports them (tests/nki/test_worker_nki.py checks the worker's copy).
+NKI_METRICS = {
+    "hbm_read_bytes": 2 * 256 * 1024 * 4,
+    "hbm_write_bytes": 256 * 1024 * 4,
+    "spill_save_bytes": 0,
+    "spill_reload_bytes": 0,
+    "hardware_flops": 262144,
+    "tensor_engine_active_time_percent": 0.0,
+    "vector_engine_active_time_percent": 61.5,
+    "mm_arithmetic_intensity": 0.0,
+}
+
+
+def test_nki_profile_shows_its_metrics() -> None:
+    (out, out_buf), (err, _) = _console(), _console()
+    result = _ok(0.02)
+    result.timing, result.device, result.metrics = "neuron", "trn1.2xlarge NeuronCore", NKI_METRICS
+    result.gbps = 157.3
+    render.print_profile(out, err, result, "tensor_add.py")
+    lines = out_buf.getvalue().splitlines()
+    assert "157.3 GB/s" in lines[1] and lines[1].endswith("timing neuron")
+    assert lines[2] == (
+        "memory: HBM 2.0 MiB read, 1.0 MiB written · spills 0 B saved, 0 B reloaded"
+    )
+    assert lines[3] == (
+        "compute: 0.262 MFLOP · matmul arithmetic intensity 0 FLOP/B · "
+        "engines active: tensor 0% · vector 62%"
+    )
+    assert len(lines) == 4  # a Trainium timing: no host-timing note
+
+
+def test_simulated_profile_is_labelled_like_the_interpreter() -> None:
+    (out, out_buf), (err, _) = _console(), _console()
+    result = EvalResult(status="ok", timing="simulated", device="cpu (NKI simulator, trn1)")
+    render.print_profile(out, err, result, "tensor_add.py")
+    text = out_buf.getvalue()
+    assert text.splitlines()[0] == "tensor_add.py: untimed · correct · simulated"
+    assert "timing simulated" in text and "GB/s" not in text
+    assert "NKI simulator on CPU" in text and "nothing about Trainium speed" in text
+    interp = _ok(3.0)
+    interp.timing = "interpreter"
+    (out, out_buf), _ = _console(), _console()
+    render.print_profile(out, err, interp, "k.py")
+    assert "GB/s" not in out_buf.getvalue() and "Triton interpreter on CPU" in out_buf.getvalue()

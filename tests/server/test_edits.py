@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-from accelopt_server.edits import RebaseConflict, rebase, text_edits
+from accelopt_core.textdiff import split_lines
+from accelopt_server.edits import RebaseConflict, from_lsp_position, rebase, text_edits
 from tests.lsp_fixtures import apply_text_edits
 
 BASE = "".join(f"line {i}\n" for i in range(1, 21))
@@ -44,3 +46,20 @@ def test_text_edits_are_minimal_and_exact() -> None:
     edits = text_edits(current, merged, PositionCodec())
     assert len(edits) == 1 and edits[0].range.start.line == 10
     assert apply_text_edits(current, edits) == merged
+
+
+def test_from_lsp_position_accepts_the_position_after_the_last_line() -> None:
+    codec = PositionCodec()
+
+    def at(text: str, line: int, character: int) -> tuple[int, int] | None:
+        pos = types.Position(line=line, character=character)
+        return from_lsp_position(split_lines(text), codec, pos)
+
+    # the end of a whole-document range {0:0, N:0}: after the final newline
+    assert at(BASE, 20, 0) == (21, 0)
+    assert at(BASE, 20, 7) == (21, 0)  # a column past the (empty) line's end is its end
+    assert at("a\nbc", 2, 0) == (2, 2)  # no final newline: the end of the last line
+    assert at("", 0, 0) == (1, 0)
+    assert at(BASE, 19, 3) == (20, 3)  # an ordinary position is unchanged
+    assert at(BASE, 19, 99) == (20, 7)  # past the line's end: its end
+    assert at(BASE, 21, 0) is None  # outside the document

@@ -28,7 +28,7 @@ from typing import Any
 
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
-from accelopt_core.targets.base import TargetError
+from accelopt_core.targets.base import TargetError, nki_tag
 from accelopt_core.targets.pool import DevicePool, pinned
 from accelopt_core.targets.shipping import decode_result, encode_stdin, encode_warm
 from accelopt_core.targets.ssh.address import SSHAddress
@@ -94,15 +94,20 @@ class SSHTarget:
     @property
     def fingerprint(self) -> str:
         """``ssh://host:port:<device names>:torch-X:triton-Y`` once the remote was probed
-        (:meth:`probe` or the first evaluation); before that ``ssh://host:port:devices=...``."""
+        (:meth:`probe` or the first evaluation), then
+        :func:`~accelopt_core.targets.base.nki_tag` of the agent's ``nki_stack`` where the
+        remote has a Neuron SDK (the SDK version, and ``nki-device`` on Trainium or
+        ``nki-simulated``); before that ``ssh://host:port:devices=...``."""
         host = f"ssh://{self.address.host}:{self.address.port}"
         if self._hello is None:
             return f"{host}:devices={','.join(self.devices)}"
         h = self._hello
         names = ",".join(sorted(set(self._device_names(h))))
         stack = f"torch-{h.get('torch')}:triton-{h.get('triton')}"
-        if h.get("neuronxcc"):
-            stack += f":neuronxcc-{h['neuronxcc']}"
+        if h.get("nki_stack") is not None:  # the agent reports how NKI candidates run
+            stack += nki_tag(h["nki_stack"])
+        elif h.get("neuronxcc"):  # an agent from before the NKI stack was reported
+            stack += f":neuronxcc-{h['neuronxcc']}:nki-mode-unknown"
         return f"{host}:{names}:{stack}"
 
     async def probe(self) -> dict[str, Any]:
