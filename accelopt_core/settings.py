@@ -138,6 +138,14 @@ class SearchSettings(_Model):
     fixer_attempts: int = Field(
         1, ge=0, le=3, description="Tries the fixer gets on a compile or correctness error."
     )
+    retime_rounds: int = Field(
+        3,
+        ge=1,
+        le=9,
+        description="A/B rounds a beam entrant is re-timed in, interleaved with its parent "
+        "(parent, child, parent, child, ...); the step counts only when the child wins a clear "
+        "majority of the rounds (2 of 3). Rounds stop once the majority is decided.",
+    )
 
 
 class EvaluationSettings(_Model):
@@ -158,11 +166,16 @@ class EvaluationSettings(_Model):
         2, ge=1, le=256, description="Concurrent evaluations on a machine without GPUs."
     )
     warm_workers: bool = Field(
-        False,
+        True,
         description="Keep a warm worker per evaluation slot (torch and triton imported once, "
-        "one forked process per candidate); false starts a fresh Python per candidate. "
-        "Opt-in for now: a known hang when the evaluation timeout changes under a running "
-        "server.",
+        "one forked process per candidate); false starts a fresh Python per candidate.",
+    )
+    max_interpreter_speedup: float = Field(
+        50.0,
+        gt=1,
+        description="A candidate timed by the Triton interpreter more than this many times "
+        "faster than the baseline is evaluated again, and rejected (implausible speedup) if "
+        "it stands.",
     )
 
 

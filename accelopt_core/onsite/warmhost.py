@@ -73,6 +73,7 @@ class WarmHost:
         self.proc: subprocess.Popen | None = None
         self._key: tuple | None = None
         self._stderr = bytearray()
+        self._drainer: threading.Thread | None = None
 
     def ensure(self, boot: bytes) -> None:
         """Have a live zygote started from ``boot`` with the stack installed now (start or
@@ -90,41 +91,54 @@ class WarmHost:
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
-        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        self._drainer = threading.Thread(
+            target=self._drain, args=(self.proc, self._stderr), daemon=True
+        )
+        self._drainer.start()
         try:
             self.proc.stdin.write(boot)
             self.proc.stdin.flush()
-            self._frame(b"H")
+            self._frame(self.proc, b"H")
         except (OSError, ValueError):
             pass  # died at start: evaluate() reports its exit status and stderr
 
-    def _drain(self, proc: subprocess.Popen) -> None:
+    @staticmethod
+    def _drain(proc: subprocess.Popen, buf: bytearray) -> None:
+        """Keep the tail of ``proc``'s stderr in ``buf`` (its own buffer) until end-of-file."""
         while chunk := proc.stderr.read1(65536):
-            if proc is self.proc:
-                self._stderr += chunk
-                del self._stderr[: max(0, len(self._stderr) - _STDERR_TAIL)]
+            buf += chunk
+            del buf[: max(0, len(buf) - _STDERR_TAIL)]
 
-    def _frame(self, kind: bytes) -> bytes:
-        """The next ``kind`` frame's body. Raises OSError at end-of-file."""
-        head = self.proc.stdout.read(9)
+    @staticmethod
+    def _frame(proc: subprocess.Popen, kind: bytes) -> bytes:
+        """The next ``kind`` frame's body on ``proc``'s stdout. Raises OSError at
+        end-of-file."""
+        head = proc.stdout.read(9)
         if len(head) != 9 or head[:1] != kind:
             raise OSError("the warm worker closed its output")
         (n,) = struct.unpack("<Q", head[1:])
-        body = self.proc.stdout.read(n)
+        body = proc.stdout.read(n)
         if len(body) != n:
             raise OSError("the warm worker closed its output")
         return body
 
     def evaluate(self, request: bytes) -> tuple[int, bytes, bytes]:
         """Frame ``request`` (JSON) to the zygote: ``(0, sentinel line, b"")``, or the dead
-        zygote's ``(returncode, b"", stderr tail)``."""
+        zygote's ``(returncode, b"", stderr tail)`` (negative: the signal that killed it).
+
+        Safe against :meth:`kill` from another thread (the agent at end-of-file): the zygote
+        is held in a local for the whole exchange, so its real exit status is reported."""
+        proc, stderr, drainer = self.proc, self._stderr, self._drainer
+        if proc is None or drainer is None:
+            return 127, b"", b"no warm worker was started"
         try:
-            self.proc.stdin.write(b"E" + struct.pack("<Q", len(request)) + request)
-            self.proc.stdin.flush()
-            body = self._frame(b"R")
-        except (OSError, ValueError, AttributeError):
-            rc = self.proc.wait() if self.proc is not None else 127
-            return rc, b"", bytes(self._stderr)
+            proc.stdin.write(b"E" + struct.pack("<Q", len(request)) + request)
+            proc.stdin.flush()
+            body = self._frame(proc, b"R")
+        except (OSError, ValueError):
+            rc = proc.wait()
+            drainer.join(2.0)  # the rest of its stderr
+            return rc, b"", bytes(stderr)
         return 0, b"\n" + SENTINEL.encode() + body + b"\n", b""
 
     def kill(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ from importlib import metadata
 
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
+from accelopt_core.targets.base import nki_tag
 from accelopt_core.targets.pool import DevicePool, pinned
 from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
 from accelopt_core.targets.warm import WarmSlots, WarmWorkerError
@@ -35,6 +37,43 @@ def _version(dist: str) -> str:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return "none"
+
+
+#: ``python -c`` tail run after the source of :mod:`accelopt_core.onsite.nki_sdk` (standard
+#: library only): print the NKI stack as the workers will see it.
+_NKI_STACK_MAIN = "\nimport json as _json\nprint(_json.dumps(stack()))\n"
+
+
+def _sdk_findable(path: list[str]) -> bool:
+    """True when ``nki`` or ``neuronxcc`` is importable from ``path`` (no import)."""
+    from importlib.machinery import PathFinder
+
+    return any(PathFinder.find_spec(name, path) is not None for name in ("nki", "neuronxcc"))
+
+
+def discover_nki_stack(python: str) -> dict:
+    """The NKI stack the workers started with ``python`` and this environment will find
+    (:func:`accelopt_core.onsite.nki_sdk.stack`: SDK version, ``nki_mode`` device or
+    simulated, platform, LNC), for the fingerprint; ``{}`` without an SDK.
+
+    For this interpreter, an SDK on neither ``PYTHONPATH`` nor ``sys.path`` costs no process;
+    otherwise the stack is read by ``python -c`` (0.1-0.6 s, once per target). A probe that
+    fails gives ``{"nki_api": "unknown"}`` (a fingerprint no probed target has)."""
+    if python == sys.executable:
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if not _sdk_findable(extra + sys.path):
+            return {}
+    from importlib import resources
+
+    source = resources.files("accelopt_core.onsite").joinpath("nki_sdk.py").read_text("utf-8")
+    try:
+        done = subprocess.run(
+            [python, "-c", source + _NKI_STACK_MAIN], capture_output=True, text=True, timeout=60
+        )
+        stack = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return {"nki_api": "unknown"}
+    return stack if isinstance(stack, dict) else {"nki_api": "unknown"}
 
 
 def discover_gpus() -> list[str]:
@@ -76,6 +115,8 @@ class LocalTarget:
     Attributes:
         name: ``"local"``.
         devices: device indices handed out (``["0", "1"]``), or empty on CPU.
+        nki_stack: the NKI stack the workers find (:func:`discover_nki_stack`), ``{}`` without
+            a Neuron SDK.
         warm: the warm workers, or None on the cold path.
         active_pids: pids of the worker processes evaluating right now (the cold workers'
             supervisors, or the busy warm workers; for diagnostics and tests).
@@ -89,13 +130,19 @@ class LocalTarget:
         self.devices: list[str] = [str(i) for i in range(len(gpus))]
         self._pool = DevicePool(self.devices, cpu_slots=settings.evaluation.cpu_slots)
         names = ",".join(sorted(set(gpus))) or "cpu"
-        self._fingerprint = f"local:{names}:torch-{_version('torch')}:triton-{_version('triton')}"
+        self.nki_stack = discover_nki_stack(self._python)
+        self._fingerprint = (
+            f"local:{names}:torch-{_version('torch')}:triton-{_version('triton')}"
+            + nki_tag(self.nki_stack)
+        )
         self.active_pids: set[int] = set()
         self.warm = WarmSlots(self._python) if settings.evaluation.warm_workers else None
 
     @property
     def fingerprint(self) -> str:
-        """``local:<device names>:torch-X:triton-Y`` (package versions from metadata)."""
+        """``local:<device names>:torch-X:triton-Y`` (package versions from metadata), then
+        :func:`~accelopt_core.targets.base.nki_tag` of :attr:`nki_stack` where there is a
+        Neuron SDK (``:nki-0.7.0:nki-simulated``)."""
         return self._fingerprint
 
     @property

@@ -23,6 +23,7 @@ from accelopt_core.targets.shipping import (
     encode_warm,
 )
 from accelopt_core.targets.ssh.agent import RemoteAgent, read_hello
+from tests.onsite.runs import gate_baseline
 from tests.remote_fixtures import processes_matching
 from tests.targets.procs import children
 
@@ -34,6 +35,7 @@ def request(name: str, **fields) -> EvalRequest:
     fields.setdefault("rep_ms", 5.0)
     fields.setdefault("warmup_ms", 1.0)
     fields.setdefault("timeout_s", 60.0)
+    fields = {**gate_baseline((CANDIDATES / name).read_text()), **fields}
     return EvalRequest(
         candidate_source=(CANDIDATES / name).read_text(),
         harness_source=(CANDIDATES / "add.py").read_text(),
@@ -87,20 +89,7 @@ async def test_agent_says_hello_runs_frames_and_exits_at_eof(mode: str) -> None:
     assert await asyncio.wait_for(proc.wait(), 30) == 0
 
 
-@pytest.mark.parametrize(
-    "mode",
-    [
-        "cold",
-        pytest.param(
-            "warm",
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="known defect (issue 14 note): under load the warm worker's exit status "
-                "is sometimes 127 instead of SIGKILL; passes alone",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("mode", FRAMES)
 async def test_eof_kills_the_running_worker_and_candidate(mode: str) -> None:
     marker = f"ACCELOPT_MARK_{uuid.uuid4().hex}"
     agent = await start_agent_here({"ACCELOPT_TEST_MARK": marker})
@@ -139,6 +128,30 @@ async def test_killed_warm_worker_is_a_classified_failure_and_is_replaced() -> N
     assert children(agent.proc.pid) != [warm]  # a new warm worker
     agent.proc.stdin.close()
     assert await asyncio.wait_for(agent.proc.wait(), 30) == 0
+
+
+def test_warm_host_killed_by_another_thread_reports_the_kill() -> None:
+    """The agent's end-of-file handling kills the warm host from its main thread while the
+    reply thread waits: the reply names SIGKILL (it once said 127, "no worker", because the
+    host forgot its process before the reader saw end-of-file)."""
+    import threading
+
+    from accelopt_core.onsite.warmhost import WarmHost, host_argv, split_payload
+
+    boot, body = split_payload(encode_warm(request("hang.py")))
+    host = WarmHost(host_argv(BOOTSTRAP))
+    host.ensure(boot)
+    zygote = host.proc.pid
+    replies: list[tuple[int, bytes, bytes]] = []
+    reader = threading.Thread(target=lambda: replies.append(host.evaluate(body)))
+    reader.start()
+    deadline = time.monotonic() + 60
+    while not children(zygote) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the zygote forked the candidate
+    assert children(zygote)
+    host.kill()
+    reader.join(30)
+    assert replies and replies[0][0] == -9, replies
 
 
 def test_ray_task_travels_by_value(tmp_path: Path) -> None:
