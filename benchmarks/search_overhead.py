@@ -137,6 +137,12 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--llm-s", type=float, default=0.5, help="delay of every LLM reply (s)")
     ap.add_argument("--eval-s", type=float, default=0.25, help="cost of one evaluation (s)")
     ap.add_argument("--runs", type=int, default=3, help="searches to run (the median is reported)")
+    ap.add_argument(
+        "--retime-rounds",
+        type=int,
+        default=3,
+        help="search.retimeRounds: A/B rounds of a beam entrant against its parent (issue 10)",
+    )
     return ap.parse_args()
 
 
@@ -151,6 +157,7 @@ async def one_search(args: argparse.Namespace, llm_settings: dict) -> tuple[floa
                 "plansPerCandidate": args.N,
                 "samplesPerPlan": args.K,
                 "iterations": args.T,
+                "retimeRounds": args.retime_rounds,
             },
         }
     )
@@ -199,10 +206,16 @@ async def main() -> None:
 
 def print_table(args: argparse.Namespace, runs: list[tuple[float, float, str]], calls: int) -> None:
     critical = args.T * (args.llm_s + args.llm_s + args.eval_s)
-    full = critical + 2 * args.eval_s
+    # the baseline, then the last finalist's A/B rounds (a majority decides: R // 2 + 1 rounds
+    # of parent + child, back to back)
+    ab_evals = 2 * (args.retime_rounds // 2 + 1)
+    full = critical + (1 + ab_evals) * args.eval_s
     print(f"B={args.B} N={args.N} K={args.K} T={args.T}  llm={args.llm_s}s eval={args.eval_s}s")
     print(f"critical path T x (planner + executor + evaluation) = {critical:.2f} s")
-    print(f"  + baseline evaluation + last re-timing              = {full:.2f} s")
+    print(
+        f"  + baseline evaluation + last A/B re-timing ({ab_evals} evaluations, "
+        f"{args.retime_rounds} rounds) = {full:.2f} s"
+    )
     print(f"LLM calls in all {args.runs} runs: {calls}")
     print("run  to final ranking  ratio  (vs full path)  incl. memory writes  ratio")
     for i, (t_report, t_total, summary) in enumerate(runs, start=1):

@@ -96,3 +96,26 @@ class Channel:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def serve_requests(chan: Channel, handlers: dict, error_of) -> None:
+    """The loop of a forked peer (candidate or reference process): answer each request
+    ``{"op": name, ...}`` with ``handlers[name](request)``, or with ``{"error": error_of(exc,
+    request)}`` when the handler raises; exit the process (``os._exit(0)``) at ``exit``, an
+    unknown op, or when the judge closes or breaks the channel. Never returns."""
+    import sys
+
+    while True:
+        try:
+            msg = chan.recv()
+        except Exception:  # noqa: BLE001 - the judge is gone or broke the channel
+            os._exit(0)
+        handler = handlers.get(msg.get("op"))
+        if handler is None:
+            os._exit(0)
+        try:
+            answer = handler(msg)
+        except BaseException as exc:  # noqa: BLE001 - reported to the judge
+            answer = {"error": error_of(exc, msg)}
+        sys.stdout.flush()
+        chan.send(answer)

@@ -32,7 +32,7 @@ import sys
 import time
 
 from . import exchange
-from .channel import Channel
+from .channel import Channel, serve_requests
 from .failures import classify
 from .loading import load_entry
 from .runtime import arm_hang_dump, limit_address_space
@@ -212,20 +212,7 @@ def serve(chan: Channel, setup: dict, ctx: dict) -> None:
     if "error" in first:
         os._exit(0)
     handlers = {"check": me.check, "time": me.time, "send": me.send}
-    while True:
-        try:
-            msg = chan.recv()
-        except Exception:  # noqa: BLE001 - the judge is gone or broke the channel
-            os._exit(0)
-        handler = handlers.get(msg.get("op"))
-        if handler is None:
-            os._exit(0)
-        try:
-            answer = handler(msg)
-        except BaseException as exc:  # noqa: BLE001 - classified for the judge
-            answer = {"error": classify(exc, "run", ctx)}
-        sys.stdout.flush()
-        chan.send(answer)
+    serve_requests(chan, handlers, lambda exc, _msg: classify(exc, "run", ctx))
 
 
 def main(chan_fds: tuple[int, int], setup: dict, ctx: dict) -> None:

@@ -40,6 +40,7 @@ from .launcher import (
     launches,
     local_names,
     module_bindings,
+    root_name,
 )
 from .names import (
     attribute_of,
@@ -414,7 +415,7 @@ class _Scan:
             return None
         if func.id in self.bound:
             return None
-        root = _root(node.args[0])
+        root = root_name(node.args[0])
         if root is None or root.id not in self.aliases:
             return None
         module = resolved_name(node.args[0], self.aliases) or root.id
@@ -452,7 +453,7 @@ class _Scan:
                 "resolves calls by their imports; rebinding an import hides what is called)",
                 t.lineno,
             )
-        root = _root(t)
+        root = root_name(t)
         if root is None or root.id not in self.aliases:
             return None
         base = resolved_name(t.value, self.aliases) or ""
@@ -539,18 +540,6 @@ _HANDLERS = {
 }
 if hasattr(ast, "TryStar"):  # Python >= 3.11
     _HANDLERS[ast.TryStar] = _Scan.try_
-
-
-def _root(node: ast.AST) -> ast.Name | None:
-    """The Name at the root of ``a.b[c].d``, else None."""
-    while True:
-        attr = attribute_of(node)
-        if attr is not None:
-            node = attr[0]
-        elif isinstance(node, ast.Subscript):
-            node = node.value
-        else:
-            return node if isinstance(node, ast.Name) else None
 
 
 def _store_targets(node: ast.AST) -> list[ast.expr]:

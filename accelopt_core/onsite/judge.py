@@ -247,12 +247,41 @@ def discard(path: str) -> None:
         pass
 
 
+def _fork_peer(req: dict, ctx: dict, body, peer_class, xdir: str):
+    """Fork a peer process running ``body(chan_fds)`` with a channel to this judge; return
+    ``peer_class(pid, channel, xdir (the exchange directory), hard deadline)``. In the child, before ``body``:
+    the judge's emitter is disarmed and the request's harness fields are dropped (the peer is
+    given what it needs in its setup); the pipe ends it does not use are closed."""
+    j2p_r, j2p_w = os.pipe()
+    p2j_r, p2j_w = os.pipe()
+    cancel = ctx.get("cancel_hang_dump")
+    if cancel is not None:
+        cancel()  # its timer thread must not cross the fork
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the peer
+        try:
+            emitter = ctx.get("emitter")
+            if emitter is not None:
+                emitter.done, emitter.fd = True, -1
+            for key in ("harness_source", "baseline_source", "seeds", "timing_seed"):
+                req.pop(key, None)
+            os.close(j2p_w)
+            os.close(p2j_r)
+            body((j2p_r, p2j_w))
+        finally:
+            os._exit(1)
+    os.close(j2p_r)
+    os.close(p2j_w)
+    hard = ctx["start"] + float(req.get("timeout_s") or 120.0) + _GRACE_S
+    return peer_class(pid, Channel(p2j_r, j2p_w), xdir, hard)
+
+
 def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Candidate:
     """Fork the candidate process (:func:`.contestant.main`) and return the judge's handle.
     Call before the harness is loaded, any input is made or CUDA is initialised. The child
     gets no reference to the judge's result pipe (its emitter is disarmed, its fds closed)."""
-    j2c_r, j2c_w = os.pipe()
-    c2j_r, c2j_w = os.pipe()
     setup = {
         "candidate_source": req["candidate_source"],
         "entry": req["entry"],
@@ -263,28 +292,8 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Candidate:
         "judge": os.getpid(),
     }
     cctx = {k: ctx[k] for k in _CTX_KEYS if k in ctx}
-    cancel = ctx.get("cancel_hang_dump")
-    if cancel is not None:
-        cancel()  # its timer thread must not cross the fork
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the candidate process
-        try:
-            emitter = ctx.get("emitter")
-            if emitter is not None:
-                emitter.done, emitter.fd = True, -1
-            for key in ("harness_source", "baseline_source", "seeds", "timing_seed"):
-                req.pop(key, None)
-            os.close(j2c_w)
-            os.close(c2j_r)
-            contestant.main((j2c_r, c2j_w), setup, cctx)
-        finally:
-            os._exit(1)
-    os.close(j2c_r)
-    os.close(c2j_w)
-    hard = ctx["start"] + float(req.get("timeout_s") or 120.0) + _GRACE_S
-    return Candidate(pid, Channel(c2j_r, j2c_w), dirs["x"], hard)
+    body = lambda fds: contestant.main(fds, setup, cctx)  # noqa: E731
+    return _fork_peer(req, ctx, body, Candidate, dirs["x"])
 
 
 class ReferencePeer(Candidate):
@@ -327,8 +336,6 @@ def spawn_reference(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Referen
     CUDA is initialised in the judge."""
     from . import referee
 
-    j2r_r, j2r_w = os.pipe()
-    r2j_r, r2j_w = os.pipe()
     setup = {
         "harness_source": req["harness_source"],
         "source_name": str(req.get("source_name") or "candidate.py"),
@@ -337,23 +344,8 @@ def spawn_reference(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Referen
         "memory_limit_mb": int(req.get("memory_limit_mb") or 8192),
         "judge": os.getpid(),
     }
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the reference process
-        try:
-            emitter = ctx.get("emitter")
-            if emitter is not None:
-                emitter.done, emitter.fd = True, -1
-            os.close(j2r_w)
-            os.close(r2j_r)
-            referee.main((j2r_r, r2j_w), setup)
-        finally:
-            os._exit(1)
-    os.close(j2r_r)
-    os.close(r2j_w)
-    hard = ctx["start"] + float(req.get("timeout_s") or 120.0) + _GRACE_S
-    return ReferencePeer(pid, Channel(r2j_r, j2r_w), dirs["x"], hard)
+    body = lambda fds: referee.main(fds, setup)  # noqa: E731
+    return _fork_peer(req, ctx, body, ReferencePeer, dirs["x"])
 
 
 def rejected(rule: str, message: str) -> Failure:

@@ -513,7 +513,7 @@ def is_mutable_value(value: ast.expr | None, aliases: dict[str, str], classes: s
     return False
 
 
-def _root_name(node: ast.AST) -> ast.Name | None:
+def root_name(node: ast.AST) -> ast.Name | None:
     """The Name at the root of ``a.b[c].d`` (through attributes and subscripts), else None."""
     while True:
         attr = attribute_of(node)
@@ -580,7 +580,7 @@ class StateFinder:
 
     def _write(self, n: ast.AST, module: set[str]) -> tuple[str, str] | None:
         if isinstance(n, (ast.Subscript, ast.Attribute)) and not isinstance(n.ctx, ast.Load):
-            root = _root_name(n)
+            root = root_name(n)
             if root is not None and root.id in module:
                 if isinstance(n, ast.Attribute) and self._defined_function(root.id):
                     return "gate: function attribute", (
@@ -596,9 +596,9 @@ class StateFinder:
         attr = attribute_of(n.func)
         target = None
         if attr is not None and (attr[1] in _MUTATORS or _inplace(attr[1])):
-            target = _root_name(attr[0])
+            target = root_name(attr[0])
         elif isinstance(n.func, ast.Name) and n.func.id in ("setattr", "delattr", "next"):
-            target = _root_name(n.args[0]) if n.args else None
+            target = root_name(n.args[0]) if n.args else None
         if target is None or target.id not in module:
             return None
         call = ast.unparse(n.func)

@@ -31,10 +31,9 @@ A harness that raises answers ``{"error": result}`` (``runtime_error`` naming th
 from __future__ import annotations
 
 import os
-import sys
 
 from . import exchange, integrity
-from .channel import Channel
+from .channel import Channel, serve_requests
 from .compare import clone
 from .failures import short
 from .loading import load_harness
@@ -145,23 +144,13 @@ def serve(chan: Channel, setup: dict) -> None:
     if "error" in first:
         os._exit(0)
     handlers = {"cases": me.cases, "expected": me.expected, "work": me.work}
-    while True:
-        try:
-            msg = chan.recv()
-        except Exception:  # noqa: BLE001 - the judge is gone or broke the channel
-            os._exit(0)
-        handler = handlers.get(msg.get("op"))
-        if handler is None:
-            os._exit(0)
-        try:
-            answer = handler(msg)
-        except BaseException as exc:  # noqa: BLE001 - reported as the harness's failure
-            what = f"seed {msg['seeds'][0]}" if msg.get("seeds") else "its inputs"
-            answer = {
-                "error": result_dict("runtime_error", f"the harness failed on {what}: {short(exc)}")
-            }
-        sys.stdout.flush()
-        chan.send(answer)
+    serve_requests(chan, handlers, _harness_error)
+
+
+def _harness_error(exc: BaseException, msg: dict) -> dict:
+    """A harness failure, named by the seed it was asked for."""
+    what = f"seed {msg['seeds'][0]}" if msg.get("seeds") else "its inputs"
+    return result_dict("runtime_error", f"the harness failed on {what}: {short(exc)}")
 
 
 def main(chan_fds: tuple[int, int], setup: dict) -> None:
