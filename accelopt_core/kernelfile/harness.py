@@ -202,7 +202,12 @@ def _check_entry(check: _Checker, entry: ast.expr | None, bench: ast.stmt) -> No
         )
         return
     if not isinstance(entry, ast.Name):
-        what = "a string" if isinstance(entry, ast.Constant) else "an expression"
+        if isinstance(entry, ast.Constant) and isinstance(entry.value, str):
+            what = f"the string {entry.value!r} (drop the quotes)"
+        elif isinstance(entry, ast.Constant):
+            what = f"the {type(entry.value).__name__} {entry.value!r}"
+        else:
+            what = "an expression"
         check.problem(
             f'BENCH["entry"] must be the launcher function itself (a name), not {what}',
             check.pos.node(entry),

@@ -296,9 +296,40 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Candidate:
     return _fork_peer(req, ctx, body, Candidate, dirs["x"])
 
 
+#: Longest wait for one answer of the reference process, s: ``min(30, timeout / 2)``, so a
+#: harness that hangs is reported as the harness's hang before the evaluation's own timeout
+#: blames the candidate (issue 13, "harness mistakes").
+HARNESS_WAIT_CAP_S = 30.0
+
+
 class ReferencePeer(Candidate):
     """The judge's end of the reference process (:mod:`.referee`): as :class:`Candidate`, but
-    its death or silence is the harness's, not the candidate's."""
+    its death or silence is the harness's, not the candidate's. ``doing`` names the harness
+    part being waited for (set by :class:`.referee.Reference`), ``wait_s`` bounds each wait."""
+
+    doing = "loading the original file (its module-level code and harness)"
+    wait_s = HARNESS_WAIT_CAP_S
+
+    def recv(self) -> dict:
+        """As :meth:`Candidate.recv`, within :attr:`wait_s`. Raises Failure (``timeout``
+        naming the harness part) when the harness gives no answer in time."""
+        hard = self.deadline
+        self.deadline = min(hard, time.monotonic() + self.wait_s)
+        try:
+            return super().recv()
+        except Failure as failure:
+            if failure.result.get("status") != "timeout":
+                raise
+            self.kill()
+            raise Failure(
+                result_dict(
+                    "timeout",
+                    f"the original file's harness gave no answer within {self.wait_s:g} s while "
+                    f"{self.doing}; the candidate was not blamed",
+                )
+            ) from None
+        finally:
+            self.deadline = hard
 
     def path(self, name: str) -> str:
         self._n += 1
@@ -345,7 +376,9 @@ def spawn_reference(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Referen
         "judge": os.getpid(),
     }
     body = lambda fds: referee.main(fds, setup)  # noqa: E731
-    return _fork_peer(req, ctx, body, ReferencePeer, dirs["x"])
+    peer = _fork_peer(req, ctx, body, ReferencePeer, dirs["x"])
+    peer.wait_s = min(HARNESS_WAIT_CAP_S, 0.5 * float(req.get("timeout_s") or 120.0))
+    return peer
 
 
 def rejected(rule: str, message: str) -> Failure:

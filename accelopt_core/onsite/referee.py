@@ -95,8 +95,17 @@ class _Referee:
         return {"bench": {k: _number(bench.get(k)) for k in ("rtol", "atol") if k in bench}}
 
     def _make(self, seed: int) -> tuple:
+        """``get_inputs(seed, device)``, kept by seed. Raises TypeError naming the mistake
+        when it returns one tensor or array instead of a tuple (``tuple(x)`` would split a
+        tensor into its rows and call ``reference`` with each)."""
         if seed not in self.inputs:
-            self.inputs[seed] = tuple(self.harness.get_inputs(seed, self.device))
+            got = self.harness.get_inputs(seed, self.device)
+            if not isinstance(got, (tuple, list)):
+                raise TypeError(
+                    f"get_inputs({seed}, {self.device!r}) returned a {type(got).__name__}, not "
+                    "a tuple of inputs; for one input write `return (x,)`"
+                )
+            self.inputs[seed] = tuple(got)
             self.sync()
         return self.inputs[seed]
 
@@ -210,6 +219,7 @@ class Reference:
         is left for the candidate (the caller removes it). Raises Failure (the harness's
         runtime_error, or the process's death)."""
         p_in, p_ref = self.peer.path("inputs"), self.peer.path("expected")
+        self.peer.doing = f"making the inputs and reference of seed {seed} (get_inputs, reference)"
         self._ask({"op": "cases", "seeds": [seed], "inputs": [p_in], "expected": [p_ref]})
         inputs = self._read(p_in, torch, keep=True)
         return p_in, tuple(inputs), self._read(p_ref, torch)
@@ -217,6 +227,7 @@ class Reference:
     def inputs(self, seeds: list[int], torch, device: str) -> list[tuple]:
         """The inputs of ``seeds`` on ``device`` (kept by the process for :meth:`expected`)."""
         paths = [self.peer.path("inputs") for _ in seeds]
+        self.peer.doing = f"making the inputs of {len(seeds)} timing seeds (get_inputs)"
         msg = {
             "op": "cases",
             "seeds": list(seeds),
@@ -229,11 +240,13 @@ class Reference:
     def expected(self, seeds: list[int], torch) -> list:
         """The reference outputs (CPU) of inputs made earlier by :meth:`inputs`."""
         paths = [self.peer.path("expected") for _ in seeds]
+        self.peer.doing = "computing the references of timed repetitions (reference)"
         self._ask({"op": "expected", "seeds": list(seeds), "paths": paths})
         return [self._read(p, torch) for p in paths]
 
     def work(self, seed: int) -> tuple[dict[str, float], list[str]]:
         """``({"flops", "bytes"}, warnings)`` of one call on the inputs of ``seed``."""
+        self.peer.doing = 'computing BENCH["flops"] / BENCH["bytes"]'
         answer = self.peer.ask({"op": "work", "seed": seed}, "work")
         work = answer.get("work") if isinstance(answer.get("work"), dict) else {}
         clean = {

@@ -47,7 +47,8 @@ def test_missing_reference_and_get_inputs_are_located_at_bench() -> None:
     ("bench", "code", "located_text", "message"),
     [
         ("BENCH = dict(entry=add)", "bench-not-dict", "dict(entry=add)", "dict literal"),
-        ('BENCH = {"entry": "add"}', "bench-entry-invalid", '"add"', "not a string"),
+        ('BENCH = {"entry": "add"}', "bench-entry-invalid", '"add"', "not the string 'add'"),
+        ('BENCH = {"entry": 42}', "bench-entry-invalid", "42", "not the int 42"),
         ('BENCH = {"entry": nothing}', "bench-entry-invalid", "nothing", "not a function defined"),
         (
             'BENCH = {"entry": add_kernel}',
