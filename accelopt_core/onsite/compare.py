@@ -163,6 +163,18 @@ def compare(out, ref, bench: dict, errors: dict) -> str | None:
     return _compare_floats(o.astype(np.float64), r.astype(np.float64), rtol, atol, errors)
 
 
+def incorrect(why: str, errors: dict, **fields) -> dict:
+    """An ``incorrect`` result with ``why`` and the worst errors so far (``errors``' ``max_abs``
+    and ``max_rel``, see :func:`compare`), plus ``fields`` (e.g. ``line``)."""
+    return result_dict(
+        "incorrect",
+        why,
+        max_abs_error=errors.get("max_abs"),
+        max_rel_error=errors.get("max_rel"),
+        **fields,
+    )
+
+
 def correct_on_seeds(req: dict, check_seed) -> dict:
     """Run ``check_seed(seed, errors)`` for every seed of the request (it raises on the first
     wrong one and records ``max_abs``/``max_rel`` in ``errors``); an ``ok`` untimed result

@@ -27,7 +27,7 @@ import random
 import time
 
 from . import exchange, timing
-from .compare import compare
+from .compare import compare, incorrect
 from .failures import Failure
 from .judge import (
     Candidate,
@@ -37,7 +37,6 @@ from .judge import (
     protocol_violation,
     rejected,
 )
-from .protocol import result_dict
 from .roofline import plausibility
 
 CLOCK_RULE = "timing inconsistent"
@@ -166,14 +165,7 @@ def _verify_reps(picks: list[int], seeds: list[int], ref, cand: Candidate, stack
         plain_outputs(out, f"timed repetition {i}")
         why = compare(out, expected, ref.bench, errors)
         if why:
-            raise Failure(
-                result_dict(
-                    "incorrect",
-                    f"timed repetition {i} (fresh inputs): {why}",
-                    max_abs_error=errors.get("max_abs"),
-                    max_rel_error=errors.get("max_rel"),
-                )
-            )
+            raise Failure(incorrect(f"timed repetition {i} (fresh inputs): {why}", errors))
         first = expected if first is None else first
     return first
 

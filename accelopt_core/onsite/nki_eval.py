@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 from . import nki_profile, nki_sdk
-from .compare import clone, compare, correct_on_seeds, mutated_input
+from .compare import clone, compare, correct_on_seeds, incorrect, mutated_input
 from .failures import Failure, classify, short
 from .launcher import launcher_closure, launches
 from .loading import Harness, load_entry, load_harness
@@ -96,15 +96,7 @@ def _kernel_line(req: dict, ctx: dict) -> int | None:
 def _incorrect(req: dict, ctx: dict, why: str, errors: dict) -> Failure:
     if "NaN" in why:
         why += " (new NKI buffers are NaN-filled: the kernel reads or returns unwritten memory)"
-    return Failure(
-        result_dict(
-            "incorrect",
-            why,
-            line=_kernel_line(req, ctx),
-            max_abs_error=errors.get("max_abs"),
-            max_rel_error=errors.get("max_rel"),
-        )
-    )
+    return Failure(incorrect(why, errors, line=_kernel_line(req, ctx)))
 
 
 def _check_seed(req: dict, ctx: dict, harness: Harness, call, seed: int, errors: dict) -> None:

@@ -58,45 +58,19 @@ def limit_address_space(limit: int) -> None:
 
 
 def limit_memory(limit_mb: int, use_cuda: bool, ctx: dict) -> None:
-    """Limit this process's memory to ``limit_mb`` MiB more than it uses now.
-
-    ``RLIMIT_AS`` on CPU only (CUDA maps huge virtual ranges), and a watchdog thread that,
-    every 50 ms, exits when the supervisor (``ctx["supervisor"]``, a pid) is gone and, when the
-    resident memory exceeds the limit, emits a ``runtime_error`` "memory limit exceeded"
-    through ``ctx["emitter"]`` (:class:`.child.Emitter`) and exits with code 3.
-    """
-    import threading
-
-    limit = int(limit_mb) * 1024 * 1024
+    """Limit this process's memory to ``limit_mb`` MiB more than it uses now: ``RLIMIT_AS`` on
+    CPU only (CUDA maps huge virtual ranges), and :func:`watch_memory` over this process."""
     if not use_cuda:
-        limit_address_space(limit)
-    emitter = ctx["emitter"]
-    supervisor = ctx["supervisor"]
-
-    def watch() -> None:
-        while True:
-            time.sleep(_WATCHDOG_PERIOD_S)
-            if os.getppid() != supervisor:
-                os._exit(1)
-            rss = _statm_bytes(1)
-            if rss is not None and rss > limit:
-                emitter.emit(
-                    result_dict(
-                        "runtime_error",
-                        f"memory limit exceeded: resident memory {rss / 2**20:.0f} MiB > "
-                        f"{limit_mb} MiB",
-                    )
-                )
-                os._exit(3)
-
-    threading.Thread(target=watch, name="accelopt-memory-watchdog", daemon=True).start()
+        limit_address_space(int(limit_mb) * 1024 * 1024)
+    watch_memory(None, limit_mb, ctx)
 
 
-def watch_memory(pid: int, limit_mb: int, ctx: dict) -> None:
-    """The judge's watchdog over the candidate process ``pid`` (issue 10): every 50 ms, exit
-    when the supervisor (``ctx["supervisor"]``) is gone; when the candidate's resident memory
-    exceeds ``limit_mb`` MiB, kill it, emit a ``runtime_error`` "memory limit exceeded"
-    through ``ctx["emitter"]`` and exit with code 3. Stops when ``pid`` is gone."""
+def watch_memory(pid: int | None, limit_mb: int, ctx: dict) -> None:
+    """A watchdog thread over process ``pid`` (None: this process; issue 10: the judge's watch
+    over the candidate process): every 50 ms, exit when the supervisor (``ctx["supervisor"]``)
+    is gone; when the resident memory of ``pid`` exceeds ``limit_mb`` MiB, emit a
+    ``runtime_error`` "memory limit exceeded" through ``ctx["emitter"]``
+    (:class:`.child.Emitter`), kill ``pid`` and exit with code 3. Stops when ``pid`` is gone."""
     import signal
     import threading
 
@@ -109,14 +83,10 @@ def watch_memory(pid: int, limit_mb: int, ctx: dict) -> None:
             time.sleep(_WATCHDOG_PERIOD_S)
             if os.getppid() != supervisor:
                 os._exit(1)
-            rss = _statm_bytes(1, pid)
+            rss = _statm_bytes(1, "self" if pid is None else pid)
             if rss is None:
                 return
             if rss > limit:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
                 emitter.emit(
                     result_dict(
                         "runtime_error",
@@ -125,6 +95,11 @@ def watch_memory(pid: int, limit_mb: int, ctx: dict) -> None:
                         **ctx.get("env", {}),
                     )
                 )
+                if pid is not None:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
                 os._exit(3)
 
     threading.Thread(target=watch, name="accelopt-memory-watchdog", daemon=True).start()

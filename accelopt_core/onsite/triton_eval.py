@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import judge_timing
-from .compare import clone, compare, correct_on_seeds, mutated_input
+from .compare import clone, compare, correct_on_seeds, incorrect, mutated_input
 from .failures import Failure, short
 from .judge import (
     Candidate,
@@ -155,14 +155,7 @@ def _check_seed(seed: int, ref: Reference, cand: Candidate, stack: Stack, errors
         )
     why = compare(out, expected, ref.bench, errors)
     if why:
-        raise Failure(
-            result_dict(
-                "incorrect",
-                f"seed {seed}: {why}",
-                max_abs_error=errors.get("max_abs"),
-                max_rel_error=errors.get("max_rel"),
-            )
-        )
+        raise Failure(incorrect(f"seed {seed}: {why}", errors))
 
 
 def _loaded(cand: Candidate) -> None:
