@@ -24,7 +24,7 @@ from rich.table import Table
 
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.memory import Experience, timing_label
-from accelopt_core.onsite.compare import shape_text
+from accelopt_core.onsite.judge.compare import shape_text
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.search.report import HOST_TIMING_NOTES, metrics_lines
 from accelopt_core.textdiff import unified_diff

@@ -159,7 +159,7 @@ def nki_sdk(info: dict[str, Any], versions: dict[str, Any]) -> dict[str, Any] | 
 
 
 def _check_request(settings: Settings, backend: str, timeout_s: float | None) -> EvalRequest:
-    from accelopt_core.onsite.roofline import peak_table
+    from accelopt_core.onsite.judge.roofline import peak_table
 
     source = probe_source(backend)
     ev = settings.evaluation

@@ -14,9 +14,9 @@ import time
 
 from accelopt_core.evaluation.cache import EvaluationCache, cache_key
 from accelopt_core.kernelfile.workload import BenchContext
-from accelopt_core.onsite.gate import precheck
+from accelopt_core.onsite.gate.precheck import precheck
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
-from accelopt_core.onsite.roofline import peak_table
+from accelopt_core.onsite.judge.roofline import peak_table
 from accelopt_core.settings import Settings
 from accelopt_core.targets.base import Target
 
@@ -86,7 +86,7 @@ class Evaluator:
         entry_expr: str | None = None,
     ) -> EvalRequest:
         """The request the settings describe (seeds 1..N, warm-up/rep ms, timeout, memory
-        limit, the peak table of :func:`accelopt_core.onsite.roofline.peak_table`), with the
+        limit, the peak table of :func:`accelopt_core.onsite.judge.roofline.peak_table`), with the
         import closure and harness of ``context`` (issue 13) when given."""
         ev = self.settings.evaluation
         project = context.request_fields() if context is not None else {}

@@ -94,7 +94,7 @@ class EvalRequest:
         warmup_ms / rep_ms: ``triton.testing.do_bench`` warm-up and repetition times (ms).
         timeout_s: hard wall-clock limit of the whole evaluation (s).
         memory_limit_mb: limit of the candidate process's memory (MiB).
-        peaks: roofline peak table (see :func:`accelopt_core.onsite.roofline.peak_table`) so
+        peaks: roofline peak table (see :func:`accelopt_core.onsite.judge.roofline.peak_table`) so
             the worker can report % of peak.
         device: device index / core id to pin to, or None for the default.
         timing: "auto" (CUDA when available, else the Triton interpreter), "interpreter" or
@@ -105,7 +105,7 @@ class EvalRequest:
             project (never site-packages), e.g. ``{"mypkg/ops/rms_norm.py": ...,
             "mypkg/utils.py": ...}``. Empty: a standalone file, loaded as today
             (``accelopt_candidate``). The target serves them from memory
-            (:mod:`.sources`): nothing is written on it.
+            (:mod:`.runtime.sources`): nothing is written on it.
         kernel_path: the key of ``files`` the candidate replaces (the kernel module, loaded
             under its real module name, e.g. ``mypkg.ops.rms_norm``).
         harness_path: the key of ``files`` holding a harness in its own file, or None when
@@ -173,7 +173,7 @@ class EvalResult:
         judge_version: :data:`JUDGE_VERSION` of the judge that decided this result.
         metrics: profile metrics of a Neuron timing (``neuron-profile`` summary: HBM/SBUF/PSUM
             read/write bytes, spill bytes, hardware FLOPs, engine active-time %, arithmetic
-            intensity in FLOP/B; see :mod:`accelopt_core.onsite.nki_profile`), else empty.
+            intensity in FLOP/B; see :mod:`accelopt_core.onsite.nki.profile`), else empty.
     """
 
     status: EvalStatus

@@ -19,7 +19,7 @@ HOST_TIMING_NOTES = {
     "nothing about Trainium speed",
 }
 
-#: NKI profile metrics (:data:`accelopt_core.onsite.nki_profile.METRIC_KEYS`) as shown:
+#: NKI profile metrics (:data:`accelopt_core.onsite.nki.profile.METRIC_KEYS`) as shown:
 #: (memory, read key, write key) and (engine name, active-time % key).
 _TRAFFIC = (
     ("HBM", "hbm_read_bytes", "hbm_write_bytes"),

@@ -56,7 +56,7 @@ class Target(Protocol):
 def nki_tag(stack: Mapping[str, Any] | None) -> str:
     """The part of a target fingerprint that decides how NKI candidates run there, from the
     target's NKI stack as its worker or agent reports it before any evaluation
-    (:func:`accelopt_core.onsite.nki_sdk.stack`: ``nki`` or ``neuronxcc`` version,
+    (:func:`accelopt_core.onsite.runtime.stacks.stack`: ``nki`` or ``neuronxcc`` version,
     ``nki_api``, ``nki_mode``, ``neuron_platform``, ``lnc``).
 
     ``:nki-0.7.0:nki-device:trn2:lnc-2`` (``neuronxcc-2.21...`` for the legacy API;

@@ -39,7 +39,7 @@ def _version(dist: str) -> str:
         return "none"
 
 
-#: ``python -c`` tail run after the source of :mod:`accelopt_core.onsite.nki_sdk` (standard
+#: ``python -c`` tail run after the source of :mod:`accelopt_core.onsite.runtime.stacks` (standard
 #: library only): print the NKI stack as the workers will see it.
 _NKI_STACK_MAIN = "\nimport json as _json\nprint(_json.dumps(stack()))\n"
 
@@ -53,7 +53,7 @@ def _sdk_findable(path: list[str]) -> bool:
 
 def discover_nki_stack(python: str) -> dict:
     """The NKI stack the workers started with ``python`` and this environment will find
-    (:func:`accelopt_core.onsite.nki_sdk.stack`: SDK version, ``nki_mode`` device or
+    (:func:`accelopt_core.onsite.runtime.stacks.stack`: SDK version, ``nki_mode`` device or
     simulated, platform, LNC), for the fingerprint; ``{}`` without an SDK.
 
     For this interpreter, an SDK on neither ``PYTHONPATH`` nor ``sys.path`` costs no process;
@@ -65,7 +65,7 @@ def discover_nki_stack(python: str) -> dict:
             return {}
     from importlib import resources
 
-    source = resources.files("accelopt_core.onsite").joinpath("nki_sdk.py").read_text("utf-8")
+    source = resources.files("accelopt_core.onsite.runtime").joinpath("stacks.py").read_text("utf-8")
     try:
         done = subprocess.run(
             [python, "-c", source + _NKI_STACK_MAIN], capture_output=True, text=True, timeout=60

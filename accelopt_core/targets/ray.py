@@ -9,7 +9,7 @@ Each evaluation is one Ray task that asks for one GPU (``num_gpus=1``) when the 
 GPUs, else one Neuron core (``resources={"neuron_cores": 1}``) when it has those, else one CPU.
 Ray pins the task to its accelerator (it sets ``CUDA_VISIBLE_DEVICES`` /
 ``NEURON_RT_VISIBLE_CORES``). The task function,
-:func:`accelopt_core.onsite.agent.run_ray_task`, is shipped by value (cloudpickle's
+:func:`accelopt_core.onsite.process.agent.run_ray_task`, is shipped by value (cloudpickle's
 ``register_pickle_by_value``: nothing of this project is needed on the nodes): it runs the
 worker ``[python, "-c", BOOTSTRAP]`` with the node's python (``sys.executable`` there) on the
 shipped payload (:func:`~accelopt_core.targets.shipping.encode_stdin`) and returns its stdout,
@@ -23,7 +23,7 @@ onsite code it runs (the worker) travels as the bundle.
 
 Warm workers (``accelopt.evaluation.warmWorkers``, the default): instead of a task per
 evaluation, :class:`WarmActors` keeps one actor per unit of the resource
-(:class:`accelopt_core.onsite.warmhost.WarmActor`, shipped by value too), each hosting a warm
+(:class:`accelopt_core.onsite.process.warmhost.WarmActor`, shipped by value too), each hosting a warm
 worker (torch and triton imported once, a forked child per candidate). An actor holds its
 resource for its lifetime; cancellation, a timeout or a lost actor kills it (``ray.kill``: its
 warm worker and candidate die with it) and the slot starts a new one at the next evaluation.
@@ -39,8 +39,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from accelopt_core.onsite import agent as onsite_agent
-from accelopt_core.onsite import warmhost
+from accelopt_core.onsite.process import agent as onsite_agent
+from accelopt_core.onsite.process import warmhost
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets.base import TargetError, nki_tag
@@ -77,7 +77,7 @@ def _import_ray() -> Any:
 
 
 def task_function(ray: Any) -> Callable[[str, bytes, float], tuple[int, bytes, bytes]]:
-    """:func:`accelopt_core.onsite.agent.run_ray_task`, with its module registered with Ray's
+    """:func:`accelopt_core.onsite.process.agent.run_ray_task`, with its module registered with Ray's
     cloudpickle to be pickled by value: the nodes get the function's code, not a reference to
     a module they do not have."""
     ray.cloudpickle.register_pickle_by_value(onsite_agent)
@@ -205,7 +205,7 @@ class RayCluster:
 
 class WarmActors:
     """The Ray target's warm slots: up to ``capacity`` actors
-    (:class:`~accelopt_core.onsite.warmhost.WarmActor`), each running one evaluation at a time.
+    (:class:`~accelopt_core.onsite.process.warmhost.WarmActor`), each running one evaluation at a time.
 
     Args:
         ray: the ray module (connected).

@@ -74,9 +74,9 @@ def onsite_sources() -> tuple[dict[str, str], tuple[str, ...]]:
 
 
 @functools.cache
-def bundle(main: str = "worker") -> bytes:
+def bundle(main: str = "process.worker") -> bytes:
     """The length-prefixed bundle that BOOTSTRAP reads: every onsite module, and ``main`` (a
-    module of :mod:`accelopt_core.onsite`, e.g. ``"worker"``) whose ``main()`` it runs.
+    module of :mod:`accelopt_core.onsite`, e.g. ``"process.worker"``) whose ``main()`` it runs.
 
     Raises:
         KeyError: ``main`` is not a module of the onsite package.
@@ -100,14 +100,14 @@ def encode_stdin(request: EvalRequest | dict) -> bytes:
     ``request`` may also be a plain dict such as ``{"probe": True}`` (device names and
     versions of the target, returned as an ``ok`` result with extra ``devices``)."""
     body = request.to_json() if isinstance(request, EvalRequest) else json.dumps(request)
-    return bundle("worker") + body.encode("utf-8")
+    return bundle("process.worker") + body.encode("utf-8")
 
 
 def encode_warm(request: EvalRequest | dict) -> bytes:
     """A warm worker's payload (the ssh agent's ``W`` frame, the Ray actor's argument): the
-    onsite bundle with :mod:`accelopt_core.onsite.zygote` as main, then the request JSON."""
+    onsite bundle with :mod:`accelopt_core.onsite.process.zygote` as main, then the request JSON."""
     body = request.to_json() if isinstance(request, EvalRequest) else json.dumps(request)
-    return bundle("zygote") + body.encode("utf-8")
+    return bundle("process.zygote") + body.encode("utf-8")
 
 
 def _exit_description(returncode: int | None) -> str:

@@ -1,7 +1,7 @@
 """Warm workers on this machine: one long-lived fork server per evaluation slot (issue 14).
 
-A :class:`WarmWorker` is the process :mod:`accelopt_core.onsite.zygote` (``python -c BOOTSTRAP``
-with ``bundle("zygote")`` on its stdin): it has imported torch and triton once, without
+A :class:`WarmWorker` is the process :mod:`accelopt_core.onsite.process.zygote` (``python -c BOOTSTRAP``
+with ``bundle("process.zygote")`` on its stdin): it has imported torch and triton once, without
 initialising CUDA, and forks one child per request through the cold path's own supervisor
 (timeout, memory limit, crash classification, static gate). :class:`WarmSlots` keeps the idle
 workers of a target by slot (device, or CPU slot) and replaces one that died, was killed or
@@ -88,7 +88,7 @@ class WarmWorker:
             raise WarmWorkerError(f"cannot start the warm worker ({python}): {exc}") from exc
         worker = cls(proc, stamp)
         try:
-            proc.stdin.write(bundle("zygote"))
+            proc.stdin.write(bundle("process.zygote"))
             worker.hello = json.loads(await asyncio.wait_for(worker._frame(b"H"), START_TIMEOUT_S))
         except BaseException as exc:
             await asyncio.shield(worker.kill())

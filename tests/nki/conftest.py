@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from accelopt_core.onsite.judge.roofline import peak_table
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
-from accelopt_core.onsite.roofline import peak_table
 from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -90,7 +90,7 @@ def test_trainium_implausible_timing_is_rejected(example, tmp_path) -> None:
 
 LEGACY_DETECT = """
 import json
-from accelopt_core.onsite import nki_sdk
+from accelopt_core.onsite.runtime import stacks as nki_sdk
 print(json.dumps([nki_sdk.detect_api(), nki_sdk.versions_entry()]))
 """
 

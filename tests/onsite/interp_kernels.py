@@ -3,7 +3,7 @@ launch-counter and timing tests (tests/onsite/test_launches.py, tests/onsite/tes
 
 ``TRITON_INTERPRET=1`` is set for the duration of a test module (Triton 3.x reads it when a
 kernel is decorated), and the sources are loaded from strings as the worker loads candidates
-(:func:`accelopt_core.onsite.loading.load_module`).
+(:func:`accelopt_core.onsite.runtime.loading.load_module`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from accelopt_core.onsite.loading import load_module
+from accelopt_core.onsite.runtime.loading import load_module
 
 CANDIDATE = "accelopt_test_candidate"
 OTHER = "accelopt_test_other"

@@ -2,7 +2,7 @@
 the request they are sent with, and the batch of worker runs several test modules share.
 
 Two modes: ``cold`` (a fresh ``python -c BOOTSTRAP`` per request, the shipped worker) and
-``warm`` (requests framed to a warm worker, :mod:`accelopt_core.onsite.zygote`, that forks one
+``warm`` (requests framed to a warm worker, :mod:`accelopt_core.onsite.process.zygote`, that forks one
 child per request): :class:`WarmRunner`."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from accelopt_core.targets.shipping import bundle, decode_result, encode_stdin, 
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 BASE = (CANDIDATES / "add.py").read_text()
-WORKER_MODULE_ARGV = [sys.executable, "-m", "accelopt_core.onsite.worker"]
+WORKER_MODULE_ARGV = [sys.executable, "-m", "accelopt_core.onsite.process.worker"]
 
 
 def src(name: str) -> str:
@@ -47,7 +47,7 @@ MODES = ("cold", "warm")
 
 
 class WarmRunner:
-    """A warm worker (``python -c BOOTSTRAP`` + ``bundle("zygote")``) driven synchronously:
+    """A warm worker (``python -c BOOTSTRAP`` + ``bundle("process.zygote")``) driven synchronously:
     :meth:`run` sends one request frame and reads its result frame."""
 
     def __init__(self, argv=None, env=None, cwd=None) -> None:
@@ -59,7 +59,7 @@ class WarmRunner:
             cwd=cwd,
             start_new_session=True,
         )
-        self.proc.stdin.write(bundle("zygote"))
+        self.proc.stdin.write(bundle("process.zygote"))
         self.proc.stdin.flush()
         self.hello = json.loads(self._frame(b"H"))
 

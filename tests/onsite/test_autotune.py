@@ -1,4 +1,4 @@
-"""accelopt_core.onsite.autotune: ``@triton.autotune`` / ``@triton.heuristics`` kernels under the
+"""accelopt_core.onsite.contestant.autotune: ``@triton.autotune`` / ``@triton.heuristics`` kernels under the
 Triton interpreter (Triton 3.9), run for real in ONE subprocess with ``TRITON_INTERPRET=1``.
 
 The subprocess first launches an autotuned kernel without :func:`prepare` (Triton's own
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from accelopt_core.onsite import autotune
+from accelopt_core.onsite.contestant import autotune
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -165,7 +165,7 @@ def block_of(kernel, n):
 DRIVER = """
 import importlib.util, json, sys, types
 import torch
-from accelopt_core.onsite import autotune as at
+from accelopt_core.onsite.contestant import autotune as at
 
 def load(name, path):
     spec = importlib.util.spec_from_file_location(name, path)

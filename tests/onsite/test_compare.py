@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelopt_core.onsite import compare
+from accelopt_core.onsite.judge import compare
 
 
 def test_tolerance_scales_with_the_reference_magnitude():

@@ -7,8 +7,8 @@ import ast
 
 import pytest
 
-from accelopt_core.onsite import gate
-from accelopt_core.onsite.launcher import candidate_kernels, entry_backend
+from accelopt_core.onsite.gate import precheck as gate
+from accelopt_core.onsite.gate.launcher import candidate_kernels, entry_backend
 from tests.onsite.runs import BASE, src
 
 LAUNCH = "    add_kernel[(triton.cdiv(n, 64),)](x, y, out, n, BLOCK=64)\n"

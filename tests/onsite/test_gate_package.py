@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from accelopt_core.onsite.gate import precheck
+from accelopt_core.onsite.gate.precheck import precheck
 
 MODULE = (
     Path(__file__).resolve().parents[1] / "byok" / "project" / "minikern" / "ops" / "rms_norm.py"

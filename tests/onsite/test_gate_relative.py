@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from accelopt_core.onsite import gate
+from accelopt_core.onsite.gate import precheck as gate
 from tests.onsite.runs import BASE, CANDIDATES, line_of, src
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """Constructs the Triton CPU interpreter cannot run are named, with the way out (a GPU target,
-``accelopt target check``), in the failure message (:mod:`accelopt_core.onsite.interp_hints`).
+``accelopt target check``), in the failure message (:mod:`accelopt_core.onsite.runtime.interpreter`).
 
 The exceptions are real: every small candidate below runs once, in one subprocess under
 ``TRITON_INTERPRET=1``, loaded from its source as the worker loads candidates; the subprocess
@@ -14,8 +14,8 @@ import textwrap
 
 import pytest
 
-from accelopt_core.onsite.failures import candidate_file, classify
-from accelopt_core.onsite.interp_hints import hint
+from accelopt_core.onsite.runtime.failures import candidate_file, classify
+from accelopt_core.onsite.runtime.interpreter import hint
 from tests.onsite.runs import BASE, line_of, run_worker
 
 HEAD = """
@@ -88,10 +88,10 @@ SCRIPT = r"""
 import ast, json, os, sys, traceback
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
-from accelopt_core.onsite.failures import _classify, candidate_file, classify
-from accelopt_core.onsite.interp_hints import hint
-from accelopt_core.onsite.launcher import candidate_kernels
-from accelopt_core.onsite.loading import load_module
+from accelopt_core.onsite.runtime.failures import _classify, candidate_file, classify
+from accelopt_core.onsite.runtime.interpreter import hint
+from accelopt_core.onsite.gate.launcher import candidate_kernels
+from accelopt_core.onsite.runtime.loading import load_module
 
 out = {}
 for name, source in json.loads(sys.stdin.read()).items():

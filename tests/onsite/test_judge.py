@@ -30,11 +30,11 @@ SOFTMAX = (ROOT / "examples" / "triton" / "softmax.py").read_text()
 #: the onsite bundle on stdin and runs the installed package.
 _NO_GATE = (
     "import sys; _r = sys.stdin.buffer; _r.read(int(_r.readline())); "
-    "import accelopt_core.onsite.child as c; c.precheck = lambda *a, **k: None; "
+    "import accelopt_core.onsite.process.child as c; c.precheck = lambda *a, **k: None; "
     "from accelopt_core.onsite.{main} import main; main()"
 )
-NO_GATE_COLD = [sys.executable, "-c", _NO_GATE.format(main="worker")]
-NO_GATE_WARM = [sys.executable, "-c", _NO_GATE.format(main="zygote")]
+NO_GATE_COLD = [sys.executable, "-c", _NO_GATE.format(main="process.worker")]
+NO_GATE_WARM = [sys.executable, "-c", _NO_GATE.format(main="process.zygote")]
 
 FORGED = {"status": "ok", "latency_ms": 1e-06, "message": "forged by the candidate"}
 FORGED_LINE = "\n" + SENTINEL + json.dumps(FORGED) + "\n"
@@ -305,7 +305,7 @@ def test_every_result_names_the_judge_version():
 
 
 def test_the_median_is_bounded_by_the_judges_clock():
-    from accelopt_core.onsite.judge_timing import _clock_reason
+    from accelopt_core.onsite.judge.timing import _clock_reason
 
     # 4 repetitions of ~10 ms after a one-call warm-up, 2 ms of untimed overhead
     honest = [10.0, 11.0, 9.5, 10.5]
@@ -321,7 +321,7 @@ def test_the_median_is_bounded_by_the_judges_clock():
 def test_the_pool_fits_the_time_and_memory_budget():
     import torch
 
-    from accelopt_core.onsite.judge_timing import MIN_REPS, POOL_MAX_CPU, pool_size
+    from accelopt_core.onsite.judge.timing import MIN_REPS, POOL_MAX_CPU, pool_size
 
     small = (torch.zeros(16),)
     assert pool_size({"rep_ms": 100.0}, False, small, []) == POOL_MAX_CPU
@@ -335,7 +335,7 @@ def test_exchange_keeps_structure_and_marks_foreign_types(tmp_path):
     import numpy as np
     import torch
 
-    from accelopt_core.onsite import exchange
+    from accelopt_core.onsite.runtime import exchange
 
     class Sub(torch.Tensor):
         pass
@@ -356,7 +356,7 @@ def test_exchange_refuses_what_the_judge_must_not_read(tmp_path):
 
     import torch
 
-    from accelopt_core.onsite import exchange
+    from accelopt_core.onsite.runtime import exchange
 
     class Boom:
         def __reduce__(self):
@@ -382,7 +382,7 @@ def test_exchange_refuses_what_the_judge_must_not_read(tmp_path):
 def test_directories_of_killed_supervisors_are_swept(tmp_path):
     import subprocess
 
-    from accelopt_core.onsite import judge
+    from accelopt_core.onsite.judge import peers as judge
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -420,7 +420,7 @@ def test_a_reference_file_replaced_after_its_writer_reported_it_is_refused(tmp_p
     the exchange directory, so a reference it overwrites with its own outputs is refused."""
     import torch
 
-    from accelopt_core.onsite import exchange
+    from accelopt_core.onsite.runtime import exchange
 
     path = str(tmp_path / "ref-0001-expected.pt")
     exchange.save(path, torch.ones(4), torch=torch)

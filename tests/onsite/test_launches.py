@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import types
 
-from accelopt_core.onsite.launches import LaunchCounter
+from accelopt_core.onsite.contestant.launches import LaunchCounter
 from tests.onsite.interp_kernels import CANDIDATE, OTHER, inputs, interp  # noqa: F401
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelopt_core.onsite import roofline
+from accelopt_core.onsite.judge import roofline
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-from accelopt_core.onsite import timing
-from accelopt_core.onsite.launches import LaunchCounter
-from accelopt_core.onsite.timing import (
+from accelopt_core.onsite.contestant import timing
+from accelopt_core.onsite.contestant.launches import LaunchCounter
+from accelopt_core.onsite.contestant.timing import (
     interpreter_launch_floor_ms,
     latency_summary,
     overhead_allowance_ms,

@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from accelopt_core.onsite import failures
+from accelopt_core.onsite.runtime import failures
 from tests.onsite.runs import BASE, MODES, line_of, run_worker, src
 
 # --- compile errors ------------------------------------------------------------------------

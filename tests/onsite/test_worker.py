@@ -1,5 +1,5 @@
 """The evaluation worker end to end through its entry points: the shipped bootstrap
-(``python -c BOOTSTRAP`` + bundle), ``python -m accelopt_core.onsite.worker`` and the probe,
+(``python -c BOOTSTRAP`` + bundle), ``python -m accelopt_core.onsite.process.worker`` and the probe,
 run for real under the Triton interpreter on CPU tensors."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The warm worker (:mod:`accelopt_core.onsite.zygote`): one long-lived process that imported
+"""The warm worker (:mod:`accelopt_core.onsite.process.zygote`): one long-lived process that imported
 torch and triton once and forks a child per request. A candidate that exits, hangs, eats memory
 or corrupts module state is classified, and the next candidate on the same warm worker is
 evaluated against a fresh stack; no warm worker or child outlives the process that owns it."""

@@ -1,5 +1,5 @@
 """The on-site launchers of the worker, run here without a transport: the ssh agent
-(``accelopt_core.onsite.agent.main``, shipped as ``bundle("agent")``) talked to over pipes by
+(``accelopt_core.onsite.process.agent.main``, shipped as ``bundle("process.agent")``) talked to over pipes by
 the ssh target's own client code, and the Ray task as Ray ships it (pickled by value)."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ async def start_agent_here(env: dict[str, str] | None = None) -> RemoteAgent:
         env={**os.environ, **(env or {})},
         cwd=Path(__file__).parent,
     )
-    proc.stdin.write(bundle("agent"))
+    proc.stdin.write(bundle("process.agent"))
     hello = await asyncio.wait_for(read_hello(proc), 60)
     return RemoteAgent(device="0", conn=None, proc=proc, hello=hello)
 
@@ -136,7 +136,7 @@ def test_warm_host_killed_by_another_thread_reports_the_kill() -> None:
     host forgot its process before the reader saw end-of-file)."""
     import threading
 
-    from accelopt_core.onsite.warmhost import WarmHost, host_argv, split_payload
+    from accelopt_core.onsite.process.warmhost import WarmHost, host_argv, split_payload
 
     boot, body = split_payload(encode_warm(request("hang.py")))
     host = WarmHost(host_argv(BOOTSTRAP))

@@ -2,7 +2,7 @@
 
 - :mod:`.address`: the ``ssh://[user@]host[:port]`` spec (:class:`SSHAddress`).
 - :mod:`.connection`: the one asyncssh connection, host-key verification, reconnection.
-- :mod:`.agent`: the client side of the remote agent (:mod:`accelopt_core.onsite.agent`).
+- :mod:`.agent`: the client side of the remote agent (:mod:`accelopt_core.onsite.process.agent`).
 - :mod:`.target`: :class:`SSHTarget`, the Target protocol over those.
 """
 

@@ -1,10 +1,10 @@
-"""The client side of the remote agent (:mod:`accelopt_core.onsite.agent`): start it in an SSH
+"""The client side of the remote agent (:mod:`accelopt_core.onsite.process.agent`): start it in an SSH
 session channel, read its hello, exchange one evaluation frame.
 
 The agent runs as ``[env ...] python -c BOOTSTRAP BOOTSTRAP``; its source arrives as the first
-thing on its stdin (``bundle("agent")``, imported from memory on the remote: nothing is
+thing on its stdin (``bundle("process.agent")``, imported from memory on the remote: nothing is
 written there), followed by the framed evaluation payloads (wire format in
-:mod:`accelopt_core.onsite.agent`).
+:mod:`accelopt_core.onsite.process.agent`).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ async def start_agent(
         raise Unreachable(f"connection to {host} lost: {describe(exc)}") from exc
     try:
         with contextlib.suppress(BrokenPipeError):  # exited at once: the hello read says why
-            proc.stdin.write(bundle("agent"))
+            proc.stdin.write(bundle("process.agent"))
         hello = await asyncio.wait_for(read_hello(proc), timeout_s)
     except asyncio.CancelledError:
         proc.close()
@@ -122,7 +122,7 @@ async def start_agent(
 
 async def read_hello(proc: Any) -> dict[str, Any]:
     """The JSON of the agent's ``H`` frame on ``proc.stdout``
-    (:func:`accelopt_core.onsite.agent.hello`).
+    (:func:`accelopt_core.onsite.process.agent.hello`).
 
     Raises:
         ConnectionError: the output is not an ``H`` frame; ``asyncio.IncompleteReadError`` at

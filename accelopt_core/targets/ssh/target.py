@@ -2,12 +2,12 @@
 
 Nothing of this project is installed on the remote, and nothing is written there. Per
 configured device the target keeps one long-lived agent on the remote
-(:mod:`accelopt_core.onsite.agent`, started by :mod:`.agent` inside an SSH session channel of
+(:mod:`accelopt_core.onsite.process.agent`, started by :mod:`.agent` inside an SSH session channel of
 the target's one connection, :mod:`.connection`). Each evaluation goes to the agent of a free
 device as a framed payload (:func:`accelopt_core.targets.shipping.encode_warm` /
 ``encode_stdin``: the onsite bundle plus the request). With ``accelopt.evaluation.warmWorkers``
 (the default) the agent keeps a warm worker for the connection's lifetime (torch and triton
-imported once, one forked child per candidate: :mod:`accelopt_core.onsite.warmhost`); else it
+imported once, one forked child per candidate: :mod:`accelopt_core.onsite.process.warmhost`); else it
 runs a fresh worker process ``[python, "-c", BOOTSTRAP]`` (exactly what the local target runs)
 per evaluation. Either way it sends back stdout, stderr and exit status, which
 :func:`~accelopt_core.targets.shipping.decode_result` turns into an

@@ -11,8 +11,8 @@ import os
 import sys
 import time
 
-from . import nki_sdk
-from .protocol import result_dict
+from ..protocol import result_dict
+from . import stacks as nki_sdk
 
 _WATCHDOG_PERIOD_S = 0.05
 
@@ -70,7 +70,7 @@ def watch_memory(pid: int | None, limit_mb: int, ctx: dict) -> None:
     over the candidate process): every 50 ms, exit when the supervisor (``ctx["supervisor"]``)
     is gone; when the resident memory of ``pid`` exceeds ``limit_mb`` MiB, emit a
     ``runtime_error`` "memory limit exceeded" through ``ctx["emitter"]``
-    (:class:`.child.Emitter`), kill ``pid`` and exit with code 3. Stops when ``pid`` is gone."""
+    (:class:`.process.child.Emitter`), kill ``pid`` and exit with code 3. Stops when ``pid`` is gone."""
     import signal
     import threading
 
@@ -108,7 +108,7 @@ def watch_memory(pid: int | None, limit_mb: int, ctx: dict) -> None:
 def versions(torch=None, triton=None) -> dict:
     """``{"python", "torch", "triton", "numpy", "neuronxcc", "nki", "nki_api", "lnc"}``: those
     present (the modules given, installed distributions, the NKI SDK found by
-    :func:`.nki_sdk.versions_entry`, the logical-core setting ``NEURON_LOGICAL_NC_CONFIG``)."""
+    :func:`.runtime.stacks.versions_entry`, the logical-core setting ``NEURON_LOGICAL_NC_CONFIG``)."""
     import platform
 
     out = {"python": platform.python_version()}
@@ -181,7 +181,7 @@ def probe(request: dict) -> dict:
 
 def arm_hang_dump(delay_s: float):
     """After ``delay_s`` s, write every other thread's Python stack to stderr, most recent call
-    first (the format :func:`.failures.line_from_text` reads the hang's line from); returns
+    first (the format :func:`.runtime.failures.line_from_text` reads the hang's line from); returns
     the timer's ``cancel``.
 
     Replaces ``faulthandler.dump_traceback_later``, whose C watchdog walks running threads'
@@ -209,3 +209,20 @@ def arm_hang_dump(delay_s: float):
     timer.daemon = True
     timer.start()
     return timer.cancel
+
+
+def gpu_visible(torch) -> bool:
+    """True when a GPU can be used, judged without initialising CUDA: a CUDA/ROCm build of
+    torch, a device node (``/dev/nvidia0``, ``/dev/kfd``) and ``CUDA_VISIBLE_DEVICES`` not
+    empty or ``-1``."""
+    version = getattr(torch, "version", None)
+    if torch is None or not (getattr(version, "cuda", None) or getattr(version, "hip", None)):
+        return False
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    try:
+        nodes = os.listdir("/dev")
+    except OSError:
+        return False
+    return "kfd" in nodes or any(n.startswith("nvidia") and n[6:].isdigit() for n in nodes)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from . import judge_timing
+from . import timing as judge_timing
 from .compare import shape_text
 
 _TIMED_FIELDS = ("latency_ms", "p20_ms", "p80_ms", "gbps", "tflops", "pct_of_peak")
@@ -42,7 +42,7 @@ def merge_checks(results: list[dict], shapes: list[dict] | None) -> dict:
 
 def time_shapes(req: dict, stack, ref, cand, result: dict) -> dict:
     """Time every shape of ``ref.shapes`` but the held-out last one
-    (:func:`.judge_timing.time_candidate` per shape) and return ``result`` with the geometric
+    (:func:`.judge.timing.time_candidate` per shape) and return ``result`` with the geometric
     means and ``metrics["shapes"]``; a per-shape result that is not ``ok`` (implausible
     timing) is returned as it is, naming the shape. Raises Failure as ``time_candidate``."""
     shapes = list(ref.shapes)

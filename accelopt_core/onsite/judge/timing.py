@@ -2,7 +2,7 @@
 
 One timed run (:func:`_time_once`): the judge makes the timing buffers (the timing seed) and a
 pool of fresh inputs from seeds drawn from ``os.urandom`` AFTER the fork, and writes them only
-now: the candidate loads them inside the judge's wall clock and runs :func:`.timing.run_timed`
+now: the candidate loads them inside the judge's wall clock and runs :func:`.contestant.timing.run_timed`
 (warm-up on the buffers, then one timed call per pool entry), so whatever it precomputes from
 the pool is on that clock. The judge then checks:
 
@@ -12,8 +12,8 @@ the pool is on that clock. The judge then checks:
 - the clock (:func:`_clock_reason`): the samples against the judge's own wall time around the
   whole phase (loading the files, the warm-up, the repetitions);
 - plausibility: under the interpreter a median below half of
-  :func:`.timing.interpreter_launch_floor_ms`; on CUDA over 100% of peak
-  (:func:`.roofline.plausibility`).
+  :func:`.contestant.timing.interpreter_launch_floor_ms`; on CUDA over 100% of peak
+  (:func:`.judge.roofline.plausibility`).
 
 A clock or plausibility failure is timed once more (a fresh pool) before it is final: status
 ``rejected`` with rule ``timing inconsistent``, ``implausible latency`` or ``over 100% of peak``.
@@ -26,18 +26,13 @@ import os
 import random
 import time
 
-from . import exchange, timing
+from ..contestant import timing
+from ..runtime import exchange
+from ..runtime.failures import Failure
 from .compare import compare, incorrect
-from .failures import Failure
-from .judge import (
-    Candidate,
-    discard,
-    no_launch,
-    plain_outputs,
-    protocol_violation,
-    rejected,
-)
+from .peers import Candidate
 from .roofline import plausibility
+from .rules import discard, no_launch, plain_outputs, protocol_violation, rejected
 
 CLOCK_RULE = "timing inconsistent"
 FLOOR_RULE = "implausible latency"
@@ -101,7 +96,7 @@ def warmup_calls(warmup_ms: float, wall_call_ms: list[float]) -> int:
     """Most warm-up calls the candidate may make: ``warmup_ms`` divided by the fastest
     correctness round trip on the judge's clock (which includes loading the inputs, so this
     errs on the side of fewer calls), at least 1, at most
-    :data:`.timing.MAX_WARMUP_CALLS`. The candidate's own clock is not trusted for it: a
+    :data:`.contestant.timing.MAX_WARMUP_CALLS`. The candidate's own clock is not trusted for it: a
     candidate that stops ``time.perf_counter`` would otherwise warm up until the timeout."""
     fastest = min(wall_call_ms) if wall_call_ms else 0.0
     if fastest <= 0:
@@ -132,7 +127,7 @@ def _clock_reason(
     ``wall_ms`` spans loading the buffers and the pool, the warm-up (``warmup_ms`` of calls,
     overshooting by at most one call: ``warmup_ms + median`` is allowed for it) and the
     repetitions; ``allowance_ms`` the honest untimed cost (refills, flushes, clones, the
-    files' load). Two rules: :func:`.timing.timing_inconsistency` on the sum, and
+    files' load). Two rules: :func:`.contestant.timing.timing_inconsistency` on the sum, and
     ``median >= MEDIAN_SHARE * (wall - allowance - warm-up - slack) / n``: the per-call time
     only the judge's clock measures bounds the median from below, so a candidate cannot
     report its real total in one sample and tiny others."""
@@ -255,7 +250,7 @@ def _implausible(run: dict, stack, work: dict, req: dict, result: dict) -> tuple
 def time_candidate(req: dict, stack, ref, cand: Candidate, result: dict) -> None:
     """Time the candidate (re-timed once when a clock or plausibility rule fails) and fill in
     ``latency_ms``, ``p20_ms``, ``p80_ms``, ``timing``, the message and the plausibility fields
-    of ``result`` (``ref``: the :class:`.referee.Reference`, which makes every input and
+    of ``result`` (``ref``: the :class:`.judge.referee.Reference`, which makes every input and
     reference). Raises Failure (a rule that stands: rejected; incorrect; the candidate's
     errors)."""
     errors: dict = {}
@@ -282,3 +277,31 @@ def time_candidate(req: dict, stack, ref, cand: Candidate, result: dict) -> None
     plausibility(result, {}, run["inputs"], req.get("peaks") or {}, mode, work=work)
     if result["status"] == "rejected":
         result["rule"] = PEAK_RULE
+
+
+def _percentile(sorted_vals: list[float], q: float) -> float:
+    """Linear-interpolated ``q`` quantile (0..1) of ascending values."""
+    if len(sorted_vals) == 1:
+        return sorted_vals[0]
+    pos = q * (len(sorted_vals) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+def interpreter_times(call, rep_ms: float) -> tuple[float, float, float]:
+    """(median, p20, p80) ms of ``call`` on CPU after one warm-up: 3 to 20 runs, up to
+    ``rep_ms`` in all (the NKI simulator's timing, in-process)."""
+    rep_s = rep_ms / 1000.0
+    call()  # warm-up
+    times: list[float] = []
+    total = 0.0
+    while len(times) < 20 and (len(times) < 3 or total < rep_s):
+        t0 = time.perf_counter()
+        call()
+        dt = time.perf_counter() - t0
+        times.append(dt * 1000.0)
+        total += dt
+    times.sort()
+    med, p20, p80 = (_percentile(times, q) for q in (0.5, 0.2, 0.8))
+    return med, p20, p80

@@ -89,7 +89,7 @@ def device_name(mode: str) -> str:
 
 
 def versions_entry() -> dict:
-    """What :func:`.runtime.versions` records of the NKI stack: ``nki`` or ``neuronxcc`` version
+    """What :func:`.runtime.device.versions` records of the NKI stack: ``nki`` or ``neuronxcc`` version
     and ``nki_api``; empty without an SDK."""
     found = detect_api()
     if found["api"] is None:

@@ -1,4 +1,4 @@
-"""The stack a warm worker (:mod:`.zygote`) imports once, and its alignment in each child.
+"""The stack a warm worker (:mod:`.process.zygote`) imports once, and its alignment in each child.
 
 Triton decorates its own standard library (``tl.max``, ``tl.sum``, ...) when
 ``triton.language`` is imported: as interpreted functions under ``TRITON_INTERPRET=1``, else as
@@ -18,27 +18,12 @@ from __future__ import annotations
 import os
 import sys
 
+from ..runtime.device import gpu_visible
+
 #: The TRITON_INTERPRET mode triton was preloaded in (None: not preloaded, the cold path).
 _preloaded_interpret: bool | None = None
 
 _MODULES = ("numpy", "torch", "triton", "triton.language", "neuronxcc.nki")
-
-
-def gpu_visible(torch) -> bool:
-    """True when a GPU can be used, judged without initialising CUDA: a CUDA/ROCm build of
-    torch, a device node (``/dev/nvidia0``, ``/dev/kfd``) and ``CUDA_VISIBLE_DEVICES`` not
-    empty or ``-1``."""
-    version = getattr(torch, "version", None)
-    if torch is None or not (getattr(version, "cuda", None) or getattr(version, "hip", None)):
-        return False
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1"):
-        return False
-    try:
-        nodes = os.listdir("/dev")
-    except OSError:
-        return False
-    return "kfd" in nodes or any(n.startswith("nvidia") and n[6:].isdigit() for n in nodes)
 
 
 def preload() -> list[str]:
@@ -64,13 +49,13 @@ def preload() -> list[str]:
 
 
 def _measure_launch_floor() -> None:
-    """Under the interpreter: measure :func:`.timing.interpreter_launch_floor_ms` once here, so
+    """Under the interpreter: measure :func:`.contestant.timing.interpreter_launch_floor_ms` once here, so
     every judge forked from this process inherits it (~0.1 s each otherwise) and the Triton
     interpreter's first-launch set-up is done. A trivial one-program kernel on a one-element
     CPU tensor: no CUDA, and no thread pool is started (the fork stays safe). Errors are left
     to the judge, which measures it again."""
     try:
-        from .timing import interpreter_launch_floor_ms
+        from ..contestant.timing import interpreter_launch_floor_ms
 
         interpreter_launch_floor_ms(torch=sys.modules["torch"])
     except Exception:  # noqa: BLE001 - measured again where needed

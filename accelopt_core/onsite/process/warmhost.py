@@ -1,8 +1,8 @@
-"""A warm worker hosted by a long-lived process on the target: the ssh agent (:mod:`.agent`)
+"""A warm worker hosted by a long-lived process on the target: the ssh agent (:mod:`.process.agent`)
 for the connection's lifetime, or the Ray target's actor per device (:class:`WarmActor`).
 
 The host receives payloads in the cold worker's form, ``bundle("zygote")`` + the request JSON
-(:func:`accelopt_core.targets.shipping.encode_warm`), starts :mod:`.zygote` with that bundle
+(:func:`accelopt_core.targets.shipping.encode_warm`), starts :mod:`.process.zygote` with that bundle
 when it has none running (or the bundle or the installed stack changed), frames the request to
 it and answers in the cold worker's form too, ``(returncode, stdout, stderr)`` with the
 result as the sentinel line on stdout, so the client decodes both paths alike. A zygote that
@@ -24,7 +24,7 @@ import sys
 import threading
 from importlib import metadata
 
-from .protocol import SENTINEL
+from ..protocol import SENTINEL
 
 _STDERR_TAIL = 4000
 

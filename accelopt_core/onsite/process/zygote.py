@@ -3,23 +3,23 @@ the kernel's stack once and forks one fresh child per request (issue 14).
 
 Targets start it exactly like the cold worker, ``python -c BOOTSTRAP`` with ``bundle("zygote")``
 first on its stdin (:mod:`accelopt_core.targets.shipping`); the local target runs it directly,
-the ssh agent (:mod:`.agent`) on the remote for the connection's lifetime, the Ray target in a
+the ssh agent (:mod:`.process.agent`) on the remote for the connection's lifetime, the Ray target in a
 Ray actor per device. Nothing is written to disk.
 
 Start-up (:func:`main`): death with the owner (``PR_SET_PDEATHSIG`` = SIGKILL, and end-of-file
 on stdin: the owner's end of the pipe closes when it dies, even by ``kill -9``), fd 1 moved to a
 private descriptor for the frames (a stray print goes to stderr), then
-:func:`.warmstack.preload`: torch, triton (and numpy; the Neuron SDK when present) are imported
+:func:`.process.warmstack.preload`: torch, triton (and numpy; the Neuron SDK when present) are imported
 WITHOUT initialising CUDA or the Neuron runtime. CUDA must never be initialised here: a CUDA
 context (even ``cuInit``) does not survive ``fork``. Each child initialises it itself, after
 pinning its device (``CUDA_VISIBLE_DEVICES``); triton's interpreter mode is fixed when
-``triton.language`` is imported, so :mod:`.warmstack` imports it in the likely mode and the
+``triton.language`` is imported, so :mod:`.process.warmstack` imports it in the likely mode and the
 child re-imports it when its request runs in the other. Triton's on-disk compile cache stays
 shared.
 Thread pools (OpenMP / intra-op) start at the first parallel operation, never at import, so
 the fork happens while the process has no worker threads that could hold a lock.
 
-Per request the child is forked by :func:`.supervisor.supervise`, the same code as the cold
+Per request the child is forked by :func:`.process.supervisor.supervise`, the same code as the cold
 path: own process and session, hard timeout, memory limit, crash and hang classification, the
 static gate. A candidate that monkey-patches torch patches only its own child's copy.
 
@@ -44,9 +44,9 @@ import signal
 import struct
 import sys
 
+from ..protocol import result_dict
+from ..runtime.device import versions
 from .child import set_pdeathsig
-from .protocol import result_dict
-from .runtime import versions
 from .supervisor import supervise
 from .warmstack import preload
 
@@ -89,7 +89,7 @@ def _answer(body: bytes) -> dict:
 
 def _exit_on_signals() -> None:
     """SIGTERM / SIGHUP / SIGINT between requests: exit (during one,
-    :func:`.supervisor.supervise` kills the child's process group first)."""
+    :func:`.process.supervisor.supervise` kills the child's process group first)."""
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: os._exit(128 + signum))
 

@@ -1,4 +1,4 @@
-"""The candidate process (issue 10): forked by the judge (:mod:`.judge`), it is the only process
+"""The candidate process (issue 10): forked by the judge (:mod:`.judge.peers`), it is the only process
 that imports the candidate's code, and it only returns raw material: output files, timing
 samples, launch counts.
 
@@ -9,24 +9,24 @@ supervisor, or open their fds through ``/proc``), an empty private working direc
 temporary directory (``TMPDIR``/``TEMP``/``TMP``), the memory limit (``RLIMIT_AS`` on CPU), a
 traceback dump just before the supervisor's deadline.
 
-Then it serves the judge's requests over :mod:`.channel` (:func:`serve`), one JSON line each:
+Then it serves the judge's requests over :mod:`.runtime.channel` (:func:`serve`), one JSON line each:
 
 - first, unasked: ``{"loaded": true}`` or ``{"error": result}`` (the candidate failed to load);
 - ``{"op": "check", "inputs", "outputs", "after"[, "config": i]}``: call the entry on the
   inputs file (with every ``@triton.autotune`` kernel pinned to config ``i``, interpreter
-  only), write its outputs (exact types recorded, :mod:`.exchange`) and the inputs after the
+  only), write its outputs (exact types recorded, :mod:`.runtime.exchange`) and the inputs after the
   call; answer ``{"launches": n, "call_ms": t, "configs": c, "kernels": {...}}`` (``c``: the
   most autotune configs of a kernel of the candidate, 1 without autotune; ``kernels``: launches
-  and interpreter ms per kernel of the candidate, :meth:`.launches.LaunchCounter.take_kernels`);
+  and interpreter ms per kernel of the candidate, :meth:`.contestant.launches.LaunchCounter.take_kernels`);
 - ``{"op": "time", "buffers", "pool", "warmup_ms", "rep_ms", "min_reps"}``: load the timing
-  buffers and the pool, :func:`.timing.run_timed` (warm-up on the buffers, then one timed call
+  buffers and the pool, :func:`.contestant.timing.run_timed` (warm-up on the buffers, then one timed call
   per pool entry); answer ``{"samples_ms", "launches", "pool_index", "chosen"}`` (``chosen``:
-  the config each autotuned kernel used, :func:`.autotune.chosen`);
+  the config each autotuned kernel used, :func:`.contestant.autotune.chosen`);
 - ``{"op": "send", "reps": [i, ...], "paths": [p, ...]}``: write the outputs of those timed
   repetitions; answer ``{"sent": true}``;
 - ``{"op": "exit"}``.
 
-A call that raises answers ``{"error": result}`` (:func:`.failures.classify`).
+A call that raises answers ``{"error": result}`` (:func:`.runtime.failures.classify`).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ import os
 import sys
 import time
 
-from . import exchange
-from .channel import Channel, serve_requests
-from .failures import classify
-from .loading import CANDIDATE_MODULE, load_candidate
-from .runtime import arm_hang_dump, limit_address_space
+from ..runtime import exchange
+from ..runtime.channel import Channel, serve_requests
+from ..runtime.device import arm_hang_dump, limit_address_space
+from ..runtime.failures import classify
+from ..runtime.loading import CANDIDATE_MODULE, load_candidate
 
 __all__ = ["CANDIDATE_MODULE", "isolate", "main", "serve"]
 
@@ -153,7 +153,7 @@ class _Contestant:
 
     def check(self, msg: dict) -> dict:
         """One correctness call; with ``config``: with every ``@triton.autotune`` kernel of
-        the candidate pinned to that config (interpreter only, :mod:`.autotune`). The answer
+        the candidate pinned to that config (interpreter only, :mod:`.contestant.autotune`). The answer
         gives the number of autotune configs the judge may ask for."""
         from . import autotune
 
@@ -179,7 +179,7 @@ class _Contestant:
 
     def _call(self, msg: dict, timed: bool = False):
         """The entry, or with ``grad_inputs`` in ``msg`` (``BENCH["backward"]``) forward +
-        backward of it (:func:`.backward.forward_backward`: the inputs at those positions get
+        backward of it (:func:`.contestant.backward.forward_backward`: the inputs at those positions get
         ``requires_grad``; upstream gradient seeded by ``grad_seed``, all ones when timed)."""
         if "grad_inputs" not in msg:
             return self.entry
@@ -192,7 +192,7 @@ class _Contestant:
 
     def time(self, msg: dict) -> dict:
         """Warm-up on the timing buffers, then the timed repetitions over the pool
-        (:func:`.timing.run_timed`)."""
+        (:func:`.contestant.timing.run_timed`)."""
         from .timing import run_timed
 
         buffers = tuple(self._read(msg["buffers"]))

@@ -1,4 +1,4 @@
-"""The supervisor: reads one request, forks the evaluation child (the judge, :mod:`.child`),
+"""The supervisor: reads one request, forks the evaluation child (the judge, :mod:`.process.child`),
 enforces the timeout and classifies a child that died without a result; :func:`main` is the
 worker's entry point.
 
@@ -19,10 +19,17 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from ..judge.peers import new_dirs, remove_dirs, set_nondumpable
+from ..protocol import (
+    HARNESS_VERSION,
+    JUDGE_VERSION,
+    SENTINEL,
+    result_dict,
+    signal_name,
+    tail,
+)
+from ..runtime.failures import line_from_text
 from .child import child_main, set_pdeathsig
-from .failures import line_from_text
-from .judge import new_dirs, remove_dirs, set_nondumpable
-from .protocol import HARNESS_VERSION, JUDGE_VERSION, SENTINEL, result_dict, signal_name, tail
 
 _TAIL_BYTES = 4000
 
@@ -46,7 +53,7 @@ class _Child:
 
 def _fork(request: dict, dirs: dict | None = None) -> _Child:
     """Fork the child with stdin on /dev/null and fd 1 / 2 / a result fd on pipes; ``dirs``:
-    the candidate's directories (:func:`.judge.new_dirs`)."""
+    the candidate's directories (:func:`.judge.peers.new_dirs`)."""
     res_r, res_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()

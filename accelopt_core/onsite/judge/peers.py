@@ -1,15 +1,15 @@
 """The judge's handle on the candidate process (issue 10: the judge never imports candidate code).
 
-The judge is the evaluation child that :mod:`.supervisor` forks; it is the only process that
-writes the result. :func:`spawn` forks the candidate process (:mod:`.contestant`) right after
+The judge is the evaluation child that :mod:`.process.supervisor` forks; it is the only process that
+writes the result. :func:`spawn` forks the candidate process (:mod:`.contestant.process`) right after
 the stack is imported, before the judge loads the harness, makes any input or initialises CUDA;
-:class:`Candidate` then asks it for raw material over :mod:`.channel` and reads the files it
-writes through :mod:`.exchange`. Everything that comes back is untrusted: an answer that is not
+:class:`Candidate` then asks it for raw material over :mod:`.runtime.channel` and reads the files it
+writes through :mod:`.runtime.exchange`. Everything that comes back is untrusted: an answer that is not
 what was asked is a ``rejected`` result with rule ``protocol violation``; a classified error of
 the candidate's own code (``{"error": ...}``) keeps only a ``compile_error`` / ``runtime_error``
 status, a message and a line; a candidate that dies becomes a result carrying its wait status
 in ``candidate_status``, which the supervisor turns into the usual ``runtime_error`` naming the
-signal or exit code with its stderr (:func:`.supervisor._death`).
+signal or exit code with its stderr (:func:`.process.supervisor._death`).
 """
 
 from __future__ import annotations
@@ -21,17 +21,15 @@ import sys
 import tempfile
 import time
 
-from . import contestant, exchange
-from .channel import Channel, ChannelError
-from .failures import Failure
-from .loading import project_of
-from .protocol import result_dict
+from ..contestant import process as contestant
+from ..protocol import result_dict
+from ..runtime import exchange
+from ..runtime.channel import Channel, ChannelError
+from ..runtime.failures import Failure
+from ..runtime.loading import project_of
+from . import referee
+from .rules import discard, protocol_violation
 
-#: Rules of the judge (status ``rejected``, field ``rule``).
-NO_LAUNCH_RULE = "no kernel launch"
-PLAIN_RULE = "output not a plain tensor"
-#: Rule of a candidate process that answers something else than what the judge asked.
-PROTOCOL_RULE = "protocol violation"
 #: Extra seconds the judge waits for an answer past the supervisor's deadline (the supervisor
 #: kills both processes first and reports the timeout with the candidate's hang line).
 _GRACE_S = 5.0
@@ -50,17 +48,6 @@ def set_nondumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
         pass
-
-
-def protocol_violation(detail: str) -> Failure:
-    """A ``rejected`` Failure with rule ``protocol violation``."""
-    return Failure(
-        result_dict(
-            "rejected",
-            f"the candidate process broke the judge's protocol: {detail[:300]}",
-            rule=PROTOCOL_RULE,
-        )
-    )
 
 
 def _sanitized(error) -> dict:
@@ -242,14 +229,6 @@ class Candidate:
         self.chan.close()
 
 
-def discard(path: str) -> None:
-    """Remove an exchange file (errors ignored)."""
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def _fork_peer(req: dict, ctx: dict, body, peer_class, xdir: str):
     """Fork a peer process running ``body(chan_fds)`` with a channel to this judge; return
     ``peer_class(pid, channel, xdir (the exchange directory), hard deadline)``. In the child, before ``body``:
@@ -282,7 +261,7 @@ def _fork_peer(req: dict, ctx: dict, body, peer_class, xdir: str):
 
 
 def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Candidate:
-    """Fork the candidate process (:func:`.contestant.main`) and return the judge's handle.
+    """Fork the candidate process (:func:`.contestant.process.main`) and return the judge's handle.
     Call before the harness is loaded, any input is made or CUDA is initialised. The child
     gets no reference to the judge's result pipe (its emitter is disarmed, its fds closed)."""
     setup = {
@@ -307,9 +286,9 @@ HARNESS_WAIT_CAP_S = 30.0
 
 
 class ReferencePeer(Candidate):
-    """The judge's end of the reference process (:mod:`.referee`): as :class:`Candidate`, but
+    """The judge's end of the reference process (:mod:`.judge.referee`): as :class:`Candidate`, but
     its death or silence is the harness's, not the candidate's. ``doing`` names the harness
-    part being waited for (set by :class:`.referee.Reference`), ``wait_s`` bounds each wait."""
+    part being waited for (set by :class:`.judge.referee.Reference`), ``wait_s`` bounds each wait."""
 
     doing = "loading the original file (its module-level code and harness)"
     wait_s = HARNESS_WAIT_CAP_S
@@ -366,11 +345,9 @@ def _how(status: int) -> str:
 
 
 def spawn_reference(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> ReferencePeer:
-    """Fork the reference process (:func:`.referee.main`), which loads the ORIGINAL file's
+    """Fork the reference process (:func:`.judge.referee.main`), which loads the ORIGINAL file's
     harness in isolation, and return the judge's handle. Call after :func:`spawn` and before
     CUDA is initialised in the judge."""
-    from . import referee
-
     setup = {
         "harness_source": req["harness_source"],
         "source_name": str(req.get("source_name") or "candidate.py"),
@@ -384,31 +361,3 @@ def spawn_reference(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Referen
     peer = _fork_peer(req, ctx, body, ReferencePeer, dirs["x"])
     peer.wait_s = min(HARNESS_WAIT_CAP_S, 0.5 * float(req.get("timeout_s") or 120.0))
     return peer
-
-
-def rejected(rule: str, message: str) -> Failure:
-    """A ``rejected`` Failure with its rule."""
-    return Failure(result_dict("rejected", message, rule=rule))
-
-
-def no_launch(launches, where: str) -> None:
-    """Raise the ``no kernel launch`` rejection unless ``launches`` is an int >= 1."""
-    if type(launches) is not int or launches < 1:
-        raise rejected(
-            NO_LAUNCH_RULE,
-            f"no kernel launch: the entry launched no @triton.jit kernel of the candidate on "
-            f"{where} (it must compute in its kernels)",
-        )
-
-
-def plain_outputs(out, where: str) -> None:
-    """Raise the ``output not a plain tensor`` rejection when an output leaf was of another
-    type than ``torch.Tensor`` / ``numpy.ndarray`` / a plain scalar in the candidate process."""
-    found = exchange.foreign(out)
-    if found is not None:
-        position, name = found
-        raise rejected(
-            PLAIN_RULE,
-            f"output not a plain tensor: output{position} on {where} is a '{name}', not "
-            "exactly a torch.Tensor or numpy.ndarray (no subclasses or proxies)",
-        )

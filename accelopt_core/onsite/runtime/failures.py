@@ -3,7 +3,7 @@
 An exception raised while loading or running the candidate becomes ``compile_error`` (Triton
 compilation, loading, an error inside a kernel under the interpreter), ``runtime_error`` (memory,
 anything else) with the 1-based line in the candidate source when a frame is there. The
-candidate is compiled under the file name ``<candidate:NAME>`` (:mod:`.loading`), which is how
+candidate is compiled under the file name ``<candidate:NAME>`` (:mod:`.runtime.loading`), which is how
 its frames and traceback lines are found.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import ast
 import re
 
-from . import interp_hints
-from .protocol import result_dict
+from ..protocol import result_dict
+from . import interpreter as interp_hints
 
 
 class Failure(Exception):
@@ -120,7 +120,7 @@ def classify(exc: BaseException, phase: str, ctx: dict) -> dict:
     ``ctx`` holds ``cand_file`` (the candidate's file name), ``memory_limit_mb``, and when
     known ``cand_tree`` (its AST), ``kernels`` (name -> backend) and ``interpreter`` (running
     under ``TRITON_INTERPRET=1``: a construct it cannot run is then named first,
-    :func:`.interp_hints.annotate`).
+    :func:`.runtime.interpreter.annotate`).
     """
     return interp_hints.annotate(_classify(exc, phase, ctx), exc, ctx)
 

@@ -1,18 +1,18 @@
 """The judge's Triton evaluation (issue 10): the candidate runs in its own process
-(:mod:`.contestant`, forked by :func:`.judge.spawn`); this process never imports it. It makes
+(:mod:`.contestant.process`, forked by :func:`.judge.peers.spawn`); this process never imports it. It makes
 every input, computes every reference, compares, bounds the timing by its own clock and
 decides the verdict (DESIGN.md, "Evaluating a candidate", rules 3 to 7).
 
 Phases, one function each: import the stack WITHOUT initialising CUDA (torch + triton, or the
 Triton interpreter on CPU) and fork the candidate; load the original harness; check every seed
-(:func:`_check_seed`); time (:mod:`.judge_timing`). A phase that fails raises
-:class:`.failures.Failure` with its result dict; :func:`evaluate` returns it, with the device
+(:func:`_check_seed`); time (:mod:`.judge.timing`). A phase that fails raises
+:class:`.runtime.failures.Failure` with its result dict; :func:`evaluate` returns it, with the device
 and versions once they are known.
 
 Rules (status ``rejected``, field ``rule``) decided here: ``no kernel launch`` (a call that
 launched no ``@triton.jit`` kernel of the candidate), ``output not a plain tensor`` (an output
 that is not exactly a ``torch.Tensor`` / ``numpy.ndarray``, as the candidate process saw it),
-``protocol violation`` (:mod:`.judge`); timing rules in :mod:`.judge_timing`.
+``protocol violation`` (:mod:`.judge.peers`); timing rules in :mod:`.judge.timing`.
 """
 
 from __future__ import annotations
@@ -23,25 +23,29 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import judge_timing, shapes
-from .compare import clone, compare, correct_on_seeds, incorrect, mutated_input, shape_text
-from .failures import Failure, short
-from .judge import (
+from ..judge import shapes
+from ..judge import timing as judge_timing
+from ..judge.compare import (
+    clone,
+    compare,
+    correct_on_seeds,
+    incorrect,
+    mutated_input,
+    shape_text,
+)
+from ..judge.peers import (
     Candidate,
     ReferencePeer,
-    discard,
     new_dirs,
-    no_launch,
-    plain_outputs,
-    protocol_violation,
     remove_dirs,
     spawn,
     spawn_reference,
 )
-from .protocol import result_dict
-from .referee import Reference
-from .runtime import versions, watch_memory
-from .warmstack import gpu_visible
+from ..judge.referee import Reference
+from ..judge.rules import discard, no_launch, plain_outputs, protocol_violation
+from ..protocol import result_dict
+from ..runtime.device import gpu_visible, versions, watch_memory
+from ..runtime.failures import Failure, short
 
 
 @dataclass
@@ -64,7 +68,7 @@ class Stack:
 
 def _import_stack(req: dict, ctx: dict) -> Stack:
     """Import torch and triton without initialising CUDA (the candidate process is forked
-    next): CUDA when ``timing`` is ``auto`` and a GPU is visible (:func:`.warmstack.
+    next): CUDA when ``timing`` is ``auto`` and a GPU is visible (:func:`.process.warmstack.
     gpu_visible`), else ``TRITON_INTERPRET=1`` first. Raises Failure (runtime_error) when
     either is missing."""
     try:
@@ -266,11 +270,11 @@ def _run(req: dict, ctx: dict, stack: Stack, cand: Candidate, peer: ReferencePee
 
 def evaluate(req: dict, ctx: dict) -> dict:
     """Evaluate a gated Triton candidate (``req``: an EvalRequest dict; ``ctx``: see
-    :func:`.child.child_main`, with ``start``, ``deadline`` and possibly ``dirs``) and return
+    :func:`.process.child.child_main`, with ``start``, ``deadline`` and possibly ``dirs``) and return
     its result dict. Never raises for a bad candidate.
 
     Three processes: this judge (never runs user or candidate code), the candidate process
-    (:mod:`.contestant`) and the reference process (:mod:`.referee`, the original file's
+    (:mod:`.contestant.process`) and the reference process (:mod:`.judge.referee`, the original file's
     harness), both forked before the judge initialises CUDA."""
     stack = cand = peer = None
     dirs = ctx.get("dirs") or new_dirs()
@@ -288,31 +292,3 @@ def evaluate(req: dict, ctx: dict) -> dict:
                 proc.stop()
         if dirs is not ctx.get("dirs"):
             remove_dirs(dirs)
-
-
-def _percentile(sorted_vals: list[float], q: float) -> float:
-    """Linear-interpolated ``q`` quantile (0..1) of ascending values."""
-    if len(sorted_vals) == 1:
-        return sorted_vals[0]
-    pos = q * (len(sorted_vals) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_vals) - 1)
-    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
-
-
-def _interpreter_times(call, rep_ms: float) -> tuple[float, float, float]:
-    """(median, p20, p80) ms of ``call`` on CPU after one warm-up: 3 to 20 runs, up to
-    ``rep_ms`` in all (the NKI simulator's timing, in-process)."""
-    rep_s = rep_ms / 1000.0
-    call()  # warm-up
-    times: list[float] = []
-    total = 0.0
-    while len(times) < 20 and (len(times) < 3 or total < rep_s):
-        t0 = time.perf_counter()
-        call()
-        dt = time.perf_counter() - t0
-        times.append(dt * 1000.0)
-        total += dt
-    times.sort()
-    med, p20, p80 = (_percentile(times, q) for q in (0.5, 0.2, 0.8))
-    return med, p20, p80

@@ -1,14 +1,14 @@
 """The NKI evaluation of one candidate, in the child process (the static gate ran before, in
-:mod:`.child`): NumPy inputs, correctness on every seed, then timing.
+:mod:`.process.child`): NumPy inputs, correctness on every seed, then timing.
 
-Two ways to run, chosen by :func:`.nki_sdk.run_mode`:
+Two ways to run, chosen by :func:`.runtime.stacks.run_mode`:
 
 - ``simulated`` (the SDK without a NeuronDevice): the kernel runs in the NKI CPU simulator
   (``NKI_SIMULATOR=1`` for the ``nki`` package, ``neuronxcc.nki.simulate_kernel`` for the legacy
   namespace); the latency is CPU wall time, labelled ``simulated``: it says nothing about
   Trainium speed (as ``interpreter`` for Triton).
 - ``device`` (Trainium): the real kernel on one NeuronCore (``NEURON_RT_VISIBLE_CORES``, 0 unless
-  the request pins another), timed through its NEFF and ``neuron-profile`` (:mod:`.nki_profile`)
+  the request pins another), timed through its NEFF and ``neuron-profile`` (:mod:`.nki.profile`)
   with the profile metrics kept in ``result["metrics"]``; the legacy namespace is timed with
   ``neuronxcc.nki.benchmark``.
 """
@@ -19,15 +19,16 @@ import os
 import sys
 import tempfile
 
-from . import nki_profile, nki_sdk
-from .compare import clone, compare, correct_on_seeds, incorrect, mutated_input
-from .failures import Failure, classify, short
-from .launcher import launcher_closure, launches
-from .loading import Harness, load_candidate, load_harness, project_of
-from .protocol import result_dict
-from .roofline import plausibility
-from .runtime import limit_memory, versions
-from .triton_eval import _interpreter_times
+from ..gate.launcher import launcher_closure, launches
+from ..judge.compare import clone, compare, correct_on_seeds, incorrect, mutated_input
+from ..judge.roofline import plausibility
+from ..judge.timing import interpreter_times
+from ..protocol import result_dict
+from ..runtime import stacks as nki_sdk
+from ..runtime.device import limit_memory, versions
+from ..runtime.failures import Failure, classify, short
+from ..runtime.loading import Harness, load_candidate, load_harness, project_of
+from . import profile as nki_profile
 
 _SIMULATED_NOTE = "; NKI simulator on CPU: latency says nothing about Trainium speed"
 
@@ -45,7 +46,7 @@ def _prepare(mode: str, ctx: dict) -> None:
 
 def _load(req: dict, ctx: dict) -> tuple[Harness, object, object]:
     """The harness (runtime_error when it fails), the candidate module and its entry
-    (compile_error, :func:`.failures.classify`)."""
+    (compile_error, :func:`.runtime.failures.classify`)."""
     source_name = str(req.get("source_name") or "candidate.py")
     project = project_of(req)  # a kernel in a package: its closure, served from memory
     try:
@@ -148,7 +149,7 @@ def _time_legacy(req: dict, ctx: dict, cand, inputs: tuple) -> dict:
 
 
 def _time_device(req: dict, ctx: dict, call, inputs: tuple) -> dict:
-    """One call on the timing inputs (the runtime dumps its NEFF), then :func:`.nki_profile.
+    """One call on the timing inputs (the runtime dumps its NEFF), then :func:`.nki.profile.
     time_neff`: latency fields, ``metrics`` and a noise warning when no round was quiet."""
     call(*inputs)
     kernel = launched_kernel(req["entry"], ctx) or req["entry"]
@@ -172,7 +173,7 @@ def _time(mode: str, api: str, req: dict, ctx: dict, timed: tuple, result: dict)
     inputs = tuple(harness.get_inputs(int(req.get("timing_seed", 1000)), "cpu"))
     try:
         if mode == "simulated":
-            med, p20, p80 = _interpreter_times(lambda: call(*inputs), float(req.get("rep_ms", 100)))
+            med, p20, p80 = interpreter_times(lambda: call(*inputs), float(req.get("rep_ms", 100)))
             fields = {"latency_ms": med, "p20_ms": p20, "p80_ms": p80}
             result["message"] += _SIMULATED_NOTE
         elif api == "nki":
@@ -189,7 +190,7 @@ def _time(mode: str, api: str, req: dict, ctx: dict, timed: tuple, result: dict)
 
 def evaluate(req: dict, ctx: dict) -> dict:
     """Evaluate a gated NKI candidate (``req``: an EvalRequest dict; ``ctx``: see
-    :func:`.child.child_main`) and return its result dict. Never raises for a bad candidate."""
+    :func:`.process.child.child_main`) and return its result dict. Never raises for a bad candidate."""
     sdk = nki_sdk.detect_api()
     if sdk["api"] is None:
         return result_dict(

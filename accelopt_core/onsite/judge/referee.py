@@ -5,10 +5,10 @@ The judge never executes user or candidate code. The ORIGINAL file (whose ``get_
 the profiled file is both the original and the candidate, so it may be just as hostile as a
 candidate: module-level code that finds the judge's result emitter, writes to its fds or
 patches the libraries the comparison uses. So the judge forks this process, with the same
-isolation as the candidate process (:func:`.contestant.isolate`: fds closed, death with the
+isolation as the candidate process (:func:`.contestant.process.isolate`: fds closed, death with the
 judge, capabilities dropped, private directories), right after the candidate process and
-before it touches CUDA. It loads the harness and answers over :mod:`.channel`; inputs and
-reference outputs come back as files (:mod:`.exchange`, loaded with ``weights_only``), which
+before it touches CUDA. It loads the harness and answers over :mod:`.runtime.channel`; inputs and
+reference outputs come back as files (:mod:`.runtime.exchange`, loaded with ``weights_only``), which
 the judge treats as data.
 
 Messages (judge -> reference process, one JSON line each; answers below):
@@ -16,7 +16,7 @@ Messages (judge -> reference process, one JSON line each; answers below):
 - first, unasked: ``{"bench": {"rtol", "atol"}[, "shapes": [...]]}`` (the numeric tolerances
   of ``BENCH`` and its ``shapes``: ``get_inputs`` keyword arguments, issue 13) or
   ``{"error": result}`` (the harness failed to load, or replaced a library function the
-  reference uses: :mod:`.integrity`);
+  reference uses: :mod:`.judge.integrity`);
 - ``{"op": "cases", "seeds": [s, ...], "inputs": [path, ...], "expected": [path|None, ...]}``:
   ``get_inputs(s, device)`` for each seed (kept for later ``expected`` requests), written to
   its inputs path, and ``reference`` on a copy written to its expected path when one is given;
@@ -36,12 +36,14 @@ from __future__ import annotations
 import json
 import os
 
-from . import exchange, integrity
-from .channel import Channel, serve_requests
+from ..protocol import result_dict
+from ..runtime import exchange
+from ..runtime.channel import Channel, serve_requests
+from ..runtime.failures import short
+from ..runtime.loading import load_harness
+from . import integrity
 from .compare import clone, shape_text
-from .failures import short
-from .loading import load_harness
-from .protocol import result_dict
+from .rules import discard, protocol_violation
 
 
 def _number(value) -> float | None:
@@ -126,7 +128,7 @@ class _Referee:
                 )
             self.inputs[key] = tuple(got)
             if self.backward:
-                from .backward import requires_grad_indices
+                from ..contestant.backward import requires_grad_indices
 
                 self.grad_inputs = requires_grad_indices(self.inputs[key], self.torch)
             self.sync()
@@ -153,10 +155,10 @@ class _Referee:
 
     def _reference(self, seed: int, shape: dict | None, grad_seed: int | None):
         """``reference`` on a copy of the inputs of ``seed``; with ``BENCH["backward"]``,
-        forward + backward (:func:`.backward.forward_backward`, upstream gradient from
+        forward + backward (:func:`.contestant.backward.forward_backward`, upstream gradient from
         ``grad_seed``, all ones when None)."""
         if self.backward:
-            from .backward import forward_backward, leaves
+            from ..contestant.backward import forward_backward, leaves
 
             inputs = leaves(self._make(seed, shape), self.torch)
             out = forward_backward(self.harness.reference, inputs, grad_seed, self.torch)
@@ -245,14 +247,14 @@ def main(chan_fds: tuple[int, int], setup: dict) -> None:
     never returns."""
     import signal
 
-    from .contestant import isolate
-    from .runtime import limit_address_space
+    from ..contestant.process import isolate
+    from ..runtime.device import limit_address_space
 
     try:
         rfd, wfd = isolate(chan_fds, setup["dirs"], signal.SIGKILL, setup["judge"])
         if not setup["use_cuda"]:
             limit_address_space(int(setup["memory_limit_mb"]) * 1024 * 1024)
-        from .autotune import prepare
+        from ..contestant.autotune import prepare
 
         prepare(not setup["use_cuda"])  # a reference that calls an autotuned kernel
         serve(Channel(rfd, wfd), setup)
@@ -264,7 +266,7 @@ class Reference:
     """The judge's end of the reference process: the harness as data.
 
     Args:
-        peer: the process handle (:class:`.judge.Candidate`'s channel, deadline and exchange
+        peer: the process handle (:class:`.judge.peers.Candidate`'s channel, deadline and exchange
             directory logic, reused).
         bench: the tolerances the process reported (``rtol``, ``atol``; absent: defaults).
         shapes: ``BENCH["shapes"]`` (``get_inputs`` keyword arguments per shape), or None.
@@ -298,7 +300,6 @@ class Reference:
     def _read(self, path: str, torch, device: str = "cpu", keep: bool = False):
         """The file's value, verified against the digest the process reported over the
         channel (the candidate process shares the directory and could replace the file)."""
-        from .judge import discard, protocol_violation
 
         try:
             return exchange.load(

@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from ..runtime.failures import short
 from .compare import dtype_name, is_array, is_tensor
-from .failures import short
 
 _GIB = 2**30 / 1e9  # GB per GiB
 
@@ -218,7 +218,7 @@ def plausibility(
     peak sets status ``rejected`` ("implausible"): the timing or the harness's figures are
     wrong (DESIGN.md, rule 5). ``result`` needs ``latency_ms`` (ms) and ``device``. ``work``:
     the ``{"flops", "bytes"}`` of one call when already known (the judge gets them from the
-    reference process, :mod:`.referee`), else computed from ``bench`` on ``inputs``."""
+    reference process, :mod:`.judge.referee`), else computed from ``bench`` on ``inputs``."""
     work = work_of(bench, inputs, result) if work is None else work
     if not work:
         return

@@ -8,7 +8,7 @@ functions: the target has it with torch).
 
 from __future__ import annotations
 
-from .protocol import result_dict
+from ..protocol import result_dict
 
 #: Default (rtol, atol) by output dtype when BENCH gives none.
 DEFAULT_TOLERANCES = {

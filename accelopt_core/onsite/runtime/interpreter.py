@@ -355,7 +355,7 @@ def hint(
 def annotate(result: dict, exc: BaseException, ctx: dict) -> dict:
     """``result`` (a failure's result dict) with, under the interpreter (``ctx["interpreter"]``),
     the :func:`hint` put before its message; unchanged otherwise. ``ctx["cand_file"]`` names the
-    candidate, whose source is read from :mod:`linecache` (:mod:`.loading` registers it)."""
+    candidate, whose source is read from :mod:`linecache` (:mod:`.runtime.loading` registers it)."""
     if not ctx.get("interpreter"):
         return result
     filename = ctx.get("cand_file")

@@ -21,7 +21,7 @@ Wire format of the agent (all integers little-endian), after the bundle:
   versions, the NKI stack (``nki_sdk.stack()``), device names, free disk bytes of the working and temporary directories).
 - client -> agent, per evaluation: ``b"E"`` + u64 length + payload (``encode_stdin`` bytes):
   a fresh (cold) worker; or ``b"W"`` + u64 length + payload (``encode_warm`` bytes): the
-  agent's warm worker (:mod:`.warmhost`, :mod:`.zygote`), started at the first ``W`` frame
+  agent's warm worker (:mod:`.process.warmhost`, :mod:`.process.zygote`), started at the first ``W`` frame
   and kept for the connection's lifetime (replaced when it died or the stack changed).
 - agent -> client, per evaluation: ``b"R"`` + i32 return code (negative: killed by that signal)
   + u64 stdout length + u64 stderr length + stdout + stderr (a warm answer has the same form).
@@ -44,7 +44,7 @@ import tempfile
 import threading
 from importlib import metadata
 
-from . import nki_sdk
+from ..runtime import stacks as nki_sdk
 from .warmhost import WarmHost, split_payload
 
 #: In the command line of every worker the Ray task starts (and of nothing else), so the

@@ -8,7 +8,7 @@ returns a stale answer that the judge's comparison catches; on CUDA it flushes L
 does (Triton 3.9 ``triton/testing.py``: ``driver.get_empty_cache_for_benchmark()``, a 256 MiB
 buffer, then ``clear_cache`` = ``zero_()`` before each run), then times ONE call (a pair of
 ``torch.cuda.Event`` on CUDA, ``time.perf_counter`` on CPU), records the candidate's kernel
-launches (:class:`.launches.LaunchCounter`) and clones the outputs, untimed.
+launches (:class:`.contestant.launches.LaunchCounter`) and clones the outputs, untimed.
 
 Judge side: :func:`overhead_allowance_ms` (the honest untimed cost of that loop, measured in
 the judge process), :func:`timing_inconsistency` (self-reported samples against the judge's
@@ -193,7 +193,7 @@ def run_timed(
         pool: input tuples of the same structure and shapes (distinct seeds); repetition ``i``
             uses ``pool[i]`` (its tensors copied into ``buffers``, its other values as given).
         torch: the torch module. use_cuda: time with CUDA events and flush L2 (else CPU clock).
-        counter: a :class:`.launches.LaunchCounter` already installed; read per repetition.
+        counter: a :class:`.contestant.launches.LaunchCounter` already installed; read per repetition.
         rep_ms: stop once the samples add up to this (ms); warmup_ms: wall time of warm-up
             calls on ``buffers`` as given (at least one call), ms.
         min_reps: never fewer repetitions than ``min(min_reps, len(pool))``.
@@ -330,7 +330,7 @@ def interpreter_launch_floor_ms(*, torch) -> float:
     without triton."""
     if "ms" in _FLOOR_CACHE:
         return _FLOOR_CACHE["ms"]
-    from .loading import load_module
+    from ..runtime.loading import load_module
 
     module = load_module("accelopt_launch_floor", _FLOOR_SOURCE, _FLOOR_FILE)
     x = torch.zeros(1, dtype=torch.float32)

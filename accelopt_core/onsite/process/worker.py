@@ -1,7 +1,7 @@
 """AccelOpt evaluation worker: the entry module of the program that runs ON the target.
 
 Targets ship the onsite package and run this module's :func:`main` (the supervisor's; see
-:mod:`accelopt_core.targets.shipping`); ``python -m accelopt_core.onsite.worker`` runs it from
+:mod:`accelopt_core.targets.shipping`); ``python -m accelopt_core.onsite.process.worker`` runs it from
 an installed package. Standard library only at import time: torch and triton (or NumPy and the
 Neuron SDK) are imported in the forked evaluation process. Nothing here relies on ``__file__``.
 
@@ -15,24 +15,24 @@ fields of ``accelopt_core.onsite.protocol.EvalResult``. Anything else on stdout 
 
 Process model (DESIGN.md, "Evaluating a candidate")
 ---------------------------------------------------
-The supervisor (:mod:`.supervisor`, the process that read the request) imports nothing heavy
+The supervisor (:mod:`.process.supervisor`, the process that read the request) imports nothing heavy
 and forks one child per request; it dies with the process that started it
 (``PR_SET_PDEATHSIG``). This module is the cold path (``accelopt.evaluation.warmWorkers:
 false``); the warm path runs the same supervisor per request inside a long-lived fork server
-that imported torch and triton once (:mod:`.zygote`). The child (:mod:`.child`) is the JUDGE
-(issue 10): it starts a new session, becomes non-dumpable, runs the static gate (:mod:`.gate`),
+that imported torch and triton once (:mod:`.process.zygote`). The child (:mod:`.process.child`) is the JUDGE
+(issue 10): it starts a new session, becomes non-dumpable, runs the static gate (:mod:`.gate.precheck`),
 pins the device (``CUDA_VISIBLE_DEVICES`` / ``NEURON_RT_VISIBLE_CORES``), imports torch and
 triton without initialising CUDA (``TRITON_INTERPRET=1`` when no GPU is visible) and forks the
-CANDIDATE process (:mod:`.judge`, :mod:`.contestant`), the only one that imports the candidate:
+CANDIDATE process (:mod:`.judge.peers`, :mod:`.contestant.process`), the only one that imports the candidate:
 its own fds closed, capabilities dropped, a private working and temporary directory, its memory
-limited (``RLIMIT_AS`` on CPU, the judge's RSS watchdog: :mod:`.runtime`). The judge loads the
-original file's harness (:mod:`.loading`: from strings, registered in :mod:`linecache` under
+limited (``RLIMIT_AS`` on CPU, the judge's RSS watchdog: :mod:`.runtime.device`). The judge loads the
+original file's harness (:mod:`.runtime.loading`: from strings, registered in :mod:`linecache` under
 ``<harness:NAME>`` / ``<candidate:NAME>`` so ``inspect.getsource`` works for ``triton.jit``),
 makes every input, computes every reference, and asks the candidate process for raw outputs,
-timing samples and launch counts (:mod:`.channel`, :mod:`.exchange`); it checks correctness on
-every seed (:mod:`.compare`), bounds the timing by its own clock (:mod:`.judge_timing`,
-:mod:`.timing`), then checks the timing against the roofline (:mod:`.roofline`). NKI candidates
-still run inside the judge (:mod:`.nki_eval`). The fd 1 and 2 of both go to pipes (stdout output
+timing samples and launch counts (:mod:`.runtime.channel`, :mod:`.runtime.exchange`); it checks correctness on
+every seed (:mod:`.judge.compare`), bounds the timing by its own clock (:mod:`.judge.timing`,
+:mod:`.contestant.timing`), then checks the timing against the roofline (:mod:`.judge.roofline`). NKI candidates
+still run inside the judge (:mod:`.nki.evaluation`). The fd 1 and 2 of both go to pipes (stdout output
 becomes a warning, stderr a tail for crash messages); only the judge writes the result, to a
 third pipe. The supervisor enforces the timeout by killing the child's process group (the
 candidate process included) and classifies a child, or a candidate process the judge saw die,

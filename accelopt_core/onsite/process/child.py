@@ -1,12 +1,12 @@
 """The evaluation child, the JUDGE: the forked process that decides one request's result
-(:mod:`.supervisor` forks it; issue 10).
+(:mod:`.process.supervisor` forks it; issue 10).
 
 Set-up: a new session (the supervisor kills the whole process group), death with the supervisor
 (``PR_SET_PDEATHSIG``), not dumpable (``PR_SET_DUMPABLE`` 0: the candidate process cannot
 ptrace it or open its fds through ``/proc``), faulthandler (a crash or a hang dumps the Python
 stack to stderr), and an :class:`Emitter` for the one result: only this process writes it.
-Dispatch: a probe, or the static gate and then the Triton (:mod:`.triton_eval`: the candidate
-runs in a process of its own that the judge forks, :mod:`.judge`) or NKI (:mod:`.nki_eval`,
+Dispatch: a probe, or the static gate and then the Triton (:mod:`.triton.evaluation`: the candidate
+runs in a process of its own that the judge forks, :mod:`.judge.peers`) or NKI (:mod:`.nki.evaluation`,
 still in this process) evaluation, by the backend of the kernel the entry launches.
 """
 
@@ -19,14 +19,15 @@ import signal
 import sys
 import time
 
-from . import nki_eval, triton_eval
-from .failures import candidate_file
-from .gate import precheck
-from .judge import set_nondumpable
-from .launcher import candidate_kernels, entry_backend
-from .protocol import result_dict
-from .runtime import arm_hang_dump, pin_device, probe
-from .sources import module_of
+from ..gate.launcher import candidate_kernels, entry_backend
+from ..gate.precheck import precheck
+from ..judge.peers import set_nondumpable
+from ..nki import evaluation as nki_eval
+from ..protocol import result_dict
+from ..runtime.device import arm_hang_dump, pin_device, probe
+from ..runtime.failures import candidate_file
+from ..runtime.sources import module_of
+from ..triton import evaluation as triton_eval
 from .warmstack import align
 
 
@@ -96,7 +97,7 @@ def child_main(
     ``start`` (monotonic s), ``deadline`` (monotonic s: when a hang's stack is dumped, just
     before the supervisor's timeout), ``dirs`` (the candidate's working, temporary and exchange
     directories made by the supervisor, or None), then ``cand_file``, ``memory_limit_mb``,
-    ``cand_tree``, ``kernels`` and ``interpreter`` (see :func:`.failures.classify`). Any
+    ``cand_tree``, ``kernels`` and ``interpreter`` (see :func:`.runtime.failures.classify`). Any
     exception becomes a ``runtime_error``.
     """
     try:
