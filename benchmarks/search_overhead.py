@@ -11,10 +11,12 @@ Evaluator with its static gate, BeamSearch.
 Critical path (issue 2's definition): T x (planner delay + executor delay + evaluation delay).
 A search also needs the baseline evaluation before the first plan (the planner sees its profile)
 and the re-timing of the last finalists after the last evaluation, so the script prints the ratio
-against both paths. Target (issue 14): wall / critical path within 1.15x at B=4, N=4, K=2, T=4.
+against both paths. Target (issue 20): wall / full path within 1.10x at B=4, N=4, K=2, T=4
+(issue 14 asked 1.15x of the critical path alone, which the required steps put out of reach).
 The machine is shared and the ratio is noisy, so it runs ``--runs`` searches (one LLM double,
-a fresh memory each) and its last line is the median ratio; it prints the machine's load before
-and after. A second table says where the time to the final ranking goes, step by step: the
+a fresh memory each) and its last two lines are the median ratios (critical path, then full
+path); it prints the machine's load before and after, and the CPU time the search's own
+process spent per search (less sensitive to the load than the wall time). A second table says where the time to the final ranking goes, step by step: the
 baseline, each iteration (from the previous step's last first-evaluation to its own) with the
 slowest planner and executor call beyond the double's delay, and the last finalists' A/B rounds,
 each against what the full path counts for it (the proposer is the product's, timed by a
@@ -127,6 +129,7 @@ class Phases:
             planner calls at once) and each ``implement`` call (one plan's K executor calls at
             once, replies parsed and the harness restored), in s.
         ranking: ``run`` returned the final ranking (the last finalists' A/B rounds ended).
+        cpu: CPU time of this process (s) from the start of ``run`` to the final ranking.
     """
 
     t0: float = 0.0
@@ -135,6 +138,7 @@ class Phases:
     planner: dict[int, list[float]] = field(default_factory=dict)
     executor: dict[int, list[float]] = field(default_factory=dict)
     ranking: float = 0.0
+    cpu: float = 0.0
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -239,9 +243,11 @@ async def one_search(args: argparse.Namespace, llm_settings: dict) -> Run:
         memory=memory,  # real retrieval for every parent, real writes
     )
     search.subscribe(phases.on_event)
+    cpu0 = time.process_time()
     t0 = phases.t0 = time.perf_counter()
     report = await search.run(wait_for_memory=False)
     t_report = phases.ranking = time.perf_counter() - t0
+    phases.cpu = time.process_time() - cpu0
     await search.drain()
     t_total = time.perf_counter() - t0
     summary = (
@@ -288,16 +294,21 @@ def print_table(args: argparse.Namespace, runs: list[Run], calls: int) -> None:
         f"{args.retime_rounds} rounds) = {full:.2f} s"
     )
     print(f"LLM calls in all {args.runs} runs: {calls}")
-    print("run  to final ranking  ratio  (vs full path)  incl. memory writes  ratio")
-    for i, (t_report, t_total, summary, _) in enumerate(runs, start=1):
+    print("run  to final ranking  ratio  (vs full path)  incl. memory writes  ratio  host CPU")
+    for i, (t_report, t_total, summary, phases) in enumerate(runs, start=1):
         print(
             f"{i:3d}  {t_report:14.2f} s  {t_report / critical:5.3f}  ({t_report / full:5.3f})"
-            f"  {t_total:17.2f} s  {t_total / critical:5.3f}   {summary}"
+            f"  {t_total:17.2f} s  {t_total / critical:5.3f}  {phases.cpu:6.2f} s   {summary}"
         )
     print_phases(args, [phases for *_, phases in runs])
     median = statistics.median(t for t, *_ in runs)
-    print(f"median wall time to the final ranking {median:.2f} s")
+    cpu = statistics.median(p.cpu for *_, p in runs)
+    print(f"median wall time to the final ranking {median:.2f} s, host CPU {cpu:.2f} s per search")
     print(f"search wall / critical path at {args.llm_s:g} s LLM delay: {median / critical:.2f}")
+    print(
+        f"search wall / full path (baseline + iterations + last A/B) at {args.llm_s:g} s LLM "
+        f"delay: {median / full:.3f} (target 1.10)"
+    )
 
 
 def print_phases(args: argparse.Namespace, all_phases: list[Phases]) -> None:

@@ -4,7 +4,6 @@ normalised form and fingerprint that identify a candidate across formatting chan
 from __future__ import annotations
 
 import ast
-import functools
 import hashlib
 import re
 
@@ -24,15 +23,27 @@ def quick_has_kernels(source: str) -> bool:
     return _QUICK.search(source) is not None
 
 
-@functools.lru_cache(maxsize=512)
-def normalize_source(source: str) -> str:
+#: normalize_source's memo (source -> normalized), emptied when it reaches _KEPT entries.
+_NORMALIZED: dict[str, str] = {}
+_KEPT = 512
+
+
+def normalize_source(source: str, tree: ast.Module | None = None) -> str:
     """``ast.unparse(ast.parse(source))``: the source without comments and formatting, so
     that whitespace-only edits keep the same fingerprint. Unparsable source is returned as is.
+    ``tree`` is ``source`` already parsed, when the caller has it (read, not mutated).
     Memoized: a search fingerprints the same candidate several times (dedup, cache key, memory)."""
+    hit = _NORMALIZED.get(source)
+    if hit is not None:
+        return hit
     try:
-        return ast.unparse(ast.parse(source))
+        normalized = ast.unparse(tree if tree is not None else ast.parse(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return source
+        normalized = source
+    if len(_NORMALIZED) >= _KEPT:
+        _NORMALIZED.clear()
+    _NORMALIZED[source] = normalized
+    return normalized
 
 
 def source_fingerprint(source: str) -> str:

@@ -5,7 +5,7 @@ ORIGINAL harness, verbatim (candidates may rewrite kernels and launchers, never
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from accelopt_core.kernelfile.harness import harness_statements
 from accelopt_core.kernelfile.model import HARNESS_NAMES, KernelFile
@@ -20,7 +20,9 @@ _Edit = tuple[int, int, str]
 _Binders = dict[str, list[ast.stmt]]
 
 
-def restore_harness(candidate_source: str, original: KernelFile) -> str:
+def restore_harness(
+    candidate_source: str, original: KernelFile, *, tree: ast.Module | None = None
+) -> str:
     """Give a candidate the ORIGINAL harness, verbatim.
 
     The candidate's own ``get_inputs`` / ``reference`` / ``BENCH`` (and any harness-only
@@ -30,10 +32,13 @@ def restore_harness(candidate_source: str, original: KernelFile) -> str:
     each with its comment block); imports the harness needs and the candidate lacks are added
     after the candidate's imports. Kernels and launchers stay the candidate's, byte for byte.
 
+    ``tree`` is ``candidate_source`` already parsed, when the caller has it (read, not
+    mutated). The original's harness pieces are computed once per original file.
+
     Raises ValueError (``candidate:line:col: syntax error: ...``) when the candidate does not
     parse. An original without a harness (or unparsable) leaves the candidate unchanged.
     """
-    cand_tree = _parse_candidate(candidate_source)
+    cand_tree = tree if tree is not None else _parse_candidate(candidate_source)
     harness = _original_harness(original)
     if harness is None:
         return candidate_source
@@ -77,16 +82,24 @@ class _Harness:
     pos: Positions
     parts: dict[str, ast.stmt]
     imports: list[ast.stmt]
+    _texts: dict[tuple[str, bool], str] = field(default_factory=dict)
 
     def line_of(self, name: str) -> int:
         return self.parts[name].lineno
 
     def text(self, name: str) -> str:
-        """The statement's text (decorators and a trailing comment included)."""
-        return self.source[slice(*_stmt_span(self.pos, self.parts[name]))]
+        """The statement's text (decorators and a trailing comment included); computed once."""
+        if (name, False) not in self._texts:
+            self._texts[name, False] = self.source[slice(*_stmt_span(self.pos, self.parts[name]))]
+        return self._texts[name, False]
 
     def with_comments(self, name: str) -> str:
-        """The statement's text with the column-0 comment block above it."""
+        """The statement's text with the column-0 comment block above it; computed once."""
+        if (name, True) not in self._texts:
+            self._texts[name, True] = self._with_comments(name)
+        return self._texts[name, True]
+
+    def _with_comments(self, name: str) -> str:
         stmt = self.parts[name]
         first = _leading_comments(self.pos.lines, self.pos.stmt(stmt).start_line)
         start = offset_of(self.pos.lines, first, 0)
@@ -101,10 +114,31 @@ class _Harness:
         ]
 
 
+#: The harness pieces of the last originals (a search splices every candidate into one).
+_HARNESSES: dict[tuple, _Harness | None] = {}
+_HARNESSES_KEPT = 8
+
+
 def _original_harness(original: KernelFile) -> _Harness | None:
-    """The original's harness pieces, or None when it has none (or does not parse)."""
+    """The original's harness pieces, or None when it has none (or does not parse); computed
+    once per original (its source, entry, kernels and launchers) and shared (read only)."""
     if original.harness is None or original.syntax_error is not None:
         return None
+    key = (
+        original.source,
+        original.harness.entry,
+        tuple(original.kernel_names),
+        tuple(la.name for la in original.launchers),
+    )
+    if key not in _HARNESSES:
+        if len(_HARNESSES) >= _HARNESSES_KEPT:
+            _HARNESSES.clear()  # atomic: restore_harness may run in threads
+        _HARNESSES[key] = _harness_of(original)
+    return _HARNESSES[key]
+
+
+def _harness_of(original: KernelFile) -> _Harness | None:
+    """:func:`_original_harness`, computed."""
     try:
         parts, imports = _harness_parts(original)
     except (SyntaxError, ValueError, RecursionError):

@@ -107,7 +107,8 @@ class AgentProposer:
             "plan": plan.text,
             "source": ctx.parent_source.rstrip("\n"),
         }
-        samples = (self._code_call("executor", values, ctx, ctx.parent_source) for _ in range(k))
+        messages = render("executor", values)  # the K calls send the same prompt: render once
+        samples = (self._code_call("executor", messages, ctx, ctx.parent_source) for _ in range(k))
         return list(await asyncio.gather(*samples))
 
     async def fix(
@@ -122,7 +123,7 @@ class AgentProposer:
             "error": format_error(result),
             "excerpt": error_excerpt(source, result.line),
         }
-        return await self._code_call("fixer", values, ctx, source)
+        return await self._code_call("fixer", render("fixer", values), ctx, source)
 
     async def summarize(
         self, ctx: ProposalContext, plan: Plan, slow_source: str, fast_source: str, speedup: float
@@ -141,7 +142,7 @@ class AgentProposer:
             "fast_source": fast_source.rstrip("\n"),
         }
         try:
-            done = await self._call("summarizer", values)
+            done = await self._call("summarizer", render("summarizer", values))
             rule = parse_rule_reply(done.text)
         except (LLMError, ValueError) as exc:
             why = str(exc)
@@ -167,14 +168,15 @@ class AgentProposer:
 
     # -- calls -------------------------------------------------------------------------------
     async def _call(
-        self, role: str, values: dict[str, str], temperature: float | None = None
+        self, role: str, messages: list[dict[str, str]], temperature: float | None = None
     ) -> Completion:
-        return await self.client.complete(role, render(role, values), temperature=temperature)
+        """One chat completion of ``role`` with the rendered ``messages``."""
+        return await self.client.complete(role, messages, temperature=temperature)
 
     async def _plan_call(self, values: dict[str, str], temperature: float) -> Plan | None:
         """One planner call; None (logged) when the call fails or its reply holds no plan."""
         try:
-            done = await self._call("planner", values, temperature=temperature)
+            done = await self._call("planner", render("planner", values), temperature=temperature)
             plan = parse_plan_reply(done.text)
         except LLMError as exc:
             log.warning("planner call failed: %s", exc)
@@ -189,12 +191,16 @@ class AgentProposer:
         return plan
 
     async def _code_call(
-        self, role: str, values: dict[str, str], ctx: ProposalContext, current_source: str
+        self,
+        role: str,
+        messages: list[dict[str, str]],
+        ctx: ProposalContext,
+        current_source: str,
     ) -> Sample:
         """One executor or fixer call whose reply edits ``current_source``; an unreachable LLM or
         any other failure becomes a Sample with ``source=None`` and the reason."""
         try:
-            done = await self._call(role, values)
+            done = await self._call(role, messages)
         except LLMError as exc:
             return Sample(None, error=f"LLM unavailable: {exc}")
         except Exception as exc:

@@ -10,6 +10,7 @@ LLM agents, as in AccelOpt, arXiv 2511.15915).
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -74,11 +75,15 @@ class Sample:
 
     ``source`` is the complete candidate module, or None when the reply held no usable code;
     then ``error`` says why (no code block, SEARCH/REPLACE block that does not apply, ...).
+    ``tree`` is ``source`` parsed, when the proposer parsed it (the LLM agents do): the search
+    reads it for the candidate's id and the evaluator for the static gate instead of parsing
+    the source again (issue 20). Nobody may mutate it; None means "parse it yourself".
     """
 
     source: str | None
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
+    tree: ast.Module | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -23,10 +23,18 @@ import ast
 from dataclasses import dataclass, field
 
 from accelopt_core.onsite.names import module_statements
+from accelopt_core.proposers.launch_limits import config_problem
 from accelopt_core.proposers.offline_values import int_literal
 from accelopt_core.textdiff import SourceRange, offset_of, split_lines
 
-__all__ = ["ConfigInfo", "AutotuneSite", "ConfigEdit", "autotune_site", "config_edits"]
+__all__ = [
+    "ConfigInfo",
+    "AutotuneSite",
+    "ConfigEdit",
+    "autotune_site",
+    "config_edits",
+    "launchable_edits",
+]
 
 
 @dataclass
@@ -242,6 +250,25 @@ def config_edits(source: str, site: AutotuneSite, *, cpu: bool, top: int) -> lis
                        f"list (line {cfg.range.start_line}).",
                        (_drop_hunk(cfgs, i),)))  # fmt: skip
     return edits
+
+
+def launchable_edits(edits: list[ConfigEdit], cfgs: list[ConfigInfo]) -> list[ConfigEdit]:
+    """The ``edits`` after which every config of the list can launch on the GPU (issue 21;
+    :func:`accelopt_core.proposers.launch_limits.config_problem`: ``num_warps`` x 32 at most
+    1,024 threads per block), since the autotuner compiles and runs each one: ``pin`` keeps a
+    launchable config, ``drop`` removes the only unlaunchable one, ``add`` (a copy of a config
+    with other blocks, same options) and ``first`` (a reordering) need a list that launches
+    already."""
+    bad = {i for i, cfg in enumerate(cfgs) if config_problem(cfg.options)}
+    if not bad:
+        return edits
+    out = []
+    for edit in edits:
+        if (edit.op == "pin" and edit.index not in bad) or (
+            edit.op == "drop" and bad == {edit.index}
+        ):
+            out.append(edit)
+    return out
 
 
 def _pin_hunks(cfgs: list[ConfigInfo], i: int) -> tuple[tuple[SourceRange, str], ...]:

@@ -17,14 +17,14 @@ from __future__ import annotations
 import ast
 
 from accelopt_core.kernelfile import KernelInfo, parse_kernel_file
-from accelopt_core.proposers.offline import (
+from accelopt_core.proposers.offline_autotune import AutotuneSite, autotune_site
+from accelopt_core.proposers.offline_tunables import (
     IGNORED_ON_CPU,
     find_tunables,
     kernel_loops,
     launcher_defs,
     timing_ignores_launch_params,
 )
-from accelopt_core.proposers.offline_autotune import AutotuneSite, autotune_site
 from accelopt_core.proposers.offline_values import ValueSource, launch_values
 
 __all__ = ["explain"]

@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING
 
+from accelopt_core.kernelfile import KernelFile, restore_harness
 from accelopt_core.proposers.base import Plan, Rule, Sample
-
-if TYPE_CHECKING:
-    from accelopt_core.kernelfile import KernelFile
 
 NO_CODE = "reply held no code"
 NO_OP = "edit is a no-op"
 TITLE_MAX = 80
+
+#: A candidate's code and its parsed module.
+_Code = tuple[str, ast.Module]
 
 _PY_LANGS = {"", "python", "py", "python3", "py3", "triton", "nki"}
 _FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*$", re.M)
@@ -91,21 +91,23 @@ def _describe(exc: SyntaxError, what: str) -> str:
     return f"{what} has a syntax error{where}: {exc.msg}"
 
 
-def _code_from_blocks(reply: str, entry: str | None) -> Sample | str | None:
-    """A full-module reply: the chosen code (str), a failed Sample, or None (no block)."""
+def _code_from_blocks(reply: str, entry: str | None) -> Sample | _Code | None:
+    """A full-module reply: the chosen code and its tree, a failed Sample, or None (no
+    block)."""
     blocks, cut_off = fenced_blocks(reply)
     code = [body for lang, body in blocks if lang in _PY_LANGS and body.strip()]
     if not code:
         if cut_off:
             return Sample(None, error="reply was cut off inside a code block (no closing fence)")
         return None
-    parsed: list[tuple[bool, int, str]] = []
+    parsed: list[tuple[bool, int, str, ast.Module]] = []
     for body in code:
         tree = _parse(body)
         if isinstance(tree, ast.Module):
-            parsed.append((bool(entry) and entry in _functions(tree), len(body), body))
+            parsed.append((bool(entry) and entry in _functions(tree), len(body), body, tree))
     if parsed:
-        return max(parsed)[2]
+        _, _, body, tree = max(parsed, key=lambda p: p[:3])
+        return body, tree
     exc = _parse(max(code, key=len))
     if not isinstance(exc, SyntaxError):
         exc = SyntaxError("invalid syntax")
@@ -225,7 +227,9 @@ def parse_code_reply(
         entry: the launcher name the result must define (module-level ``def``), if known.
 
     Returns:
-        ``Sample(source)`` with the complete module, or ``Sample(None, error)`` where error is
+        ``Sample(source, tree=<source parsed>)`` with the complete module (the tree is what
+        the search's id and the gate read: the candidate is parsed once, here), or
+        ``Sample(None, error)`` where error is
         one of: "reply held no code", "edit is a no-op", "... has a syntax error line N: ...",
         "SEARCH/REPLACE block N does not apply: its SEARCH text starting '...' ...",
         "reply was cut off ...", "the code defines no launcher `name`". Never raises.
@@ -241,10 +245,10 @@ def parse_code_reply(
         return Sample(None, error=NO_CODE)
     if isinstance(found, Sample):
         return found
-    return _candidate(found, current_source, original, entry)
+    return _candidate(*found, current_source, original, entry)
 
 
-def _code_from_edits(reply: str, current_source: str) -> str | Sample:
+def _code_from_edits(reply: str, current_source: str) -> _Code | Sample:
     """An edit reply: ``current_source`` with its SEARCH/REPLACE blocks applied, or a failed
     Sample (incomplete or non-matching block, no-op, syntax error)."""
     blocks, problem = edit_blocks(reply)
@@ -258,33 +262,39 @@ def _code_from_edits(reply: str, current_source: str) -> str | Sample:
     tree = _parse(source)
     if isinstance(tree, SyntaxError):
         return Sample(None, error=_describe(tree, "the edited source"))
-    return source
+    return source, tree
 
 
 def _candidate(
-    source: str, current_source: str, original: KernelFile | None, entry: str | None
+    source: str,
+    tree: ast.Module,
+    current_source: str,
+    original: KernelFile | None,
+    entry: str | None,
 ) -> Sample:
-    """The reply's code as a candidate: the original harness restored, the launcher ``entry``
-    defined, and different from ``current_source``; else a failed Sample saying why."""
+    """The reply's code (``source``, parsed as ``tree``) as a candidate: the original harness
+    restored, the launcher ``entry`` defined, and different from ``current_source``; else a
+    failed Sample saying why. The Sample carries the candidate's tree: the reply's own when the
+    harness was already verbatim, else the restored module's (parsed once here)."""
     if original is not None:
-        from accelopt_core.kernelfile import restore_harness
-
         try:
-            source = restore_harness(source, original)
+            restored = restore_harness(source, original, tree=tree)
         except ValueError as exc:
             return Sample(None, error=f"cannot restore the harness: {exc}")
-    if entry:
-        tree = _parse(source)
-        if isinstance(tree, SyntaxError):  # restore_harness should have caught it
-            return Sample(None, error=f"the candidate does not parse: {tree}")
-        if entry not in _functions(tree):
-            return Sample(None, error=f"the code defines no launcher `{entry}`")
+        if restored != source:
+            parsed = _parse(restored)
+            if isinstance(parsed, SyntaxError):  # restore_harness should have caught it
+                return Sample(None, error=f"the candidate does not parse: {parsed}")
+            source, tree = restored, parsed
+    classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    if entry and entry not in _functions(tree) | classes:  # a class: ModelNew, Fn (.apply)
+        return Sample(None, error=f"the code defines no launcher `{entry}`")
     if source.strip() == current_source.strip():
         return Sample(None, error=NO_OP)
-    return Sample(source)
+    return Sample(source, tree=tree)
 
 
-def _bare_code(reply: str) -> str | None:
+def _bare_code(reply: str) -> _Code | None:
     """A reply that is nothing but Python (no fences): accepted when it parses and defines a
     module-level function."""
     text = reply.strip("\n")
@@ -292,7 +302,7 @@ def _bare_code(reply: str) -> str | None:
         return None
     tree = _parse(text)
     if isinstance(tree, ast.Module) and _functions(tree):
-        return text + "\n"
+        return text + "\n", tree
     return None
 
 

@@ -18,17 +18,18 @@ from typing import Any
 from accelopt_core.kernelfile import normalize_source
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Plan
-from accelopt_core.proposers.offline import IGNORED_ON_CPU
+from accelopt_core.proposers.offline_tunables import IGNORED_ON_CPU
 from accelopt_core.textdiff import unified_diff
 
 #: Statuses a fixer may repair (the others are infrastructure or policy failures).
 FIXABLE = ("compile_error", "incorrect", "runtime_error")
 
 
-def candidate_id(source: str) -> str:
+def candidate_id(source: str, tree: ast.Module | None = None) -> str:
     """Identity of a candidate: 12 hex digits of sha256 over its normalized source (comments and
-    formatting do not count), so identical rewrites merge."""
-    return hashlib.sha256(normalize_source(source).encode()).hexdigest()[:12]
+    formatting do not count), so identical rewrites merge. ``tree``: ``source`` already parsed
+    (the proposer's), so it is not parsed again."""
+    return hashlib.sha256(normalize_source(source, tree).encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -55,6 +56,9 @@ class Candidate:
             mode ignores (:func:`launch_only_change` under ``interpreter``/``simulated``
             timing): it counts as equal to its parent (never an improvement nor a regression).
         ab_ratios: child/parent latency ratio of each re-timing round (< 1: the child won).
+        tree: ``source`` parsed, when the proposer handed it over (never mutated; the
+            evaluator's gate reads it instead of parsing again); None otherwise. Not part of
+            the JSON form.
     """
 
     id: str
@@ -72,6 +76,7 @@ class Candidate:
     confirmed: bool = False
     ignored_by_timing: bool = False
     ab_ratios: list[float] = field(default_factory=list)
+    tree: ast.Module | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def baseline(cls, source: str, result: EvalResult, *, retimed: bool = True) -> Candidate:
@@ -100,11 +105,13 @@ class Candidate:
         *,
         tokens: int = 0,
         fixed: bool = False,
+        tree: ast.Module | None = None,
     ) -> Candidate:
         """A rewrite of ``parent`` by ``plan``, not evaluated yet: its result reads ``timeout``
-        (what a search stopped during its evaluation leaves) until the evaluation replaces it."""
+        (what a search stopped during its evaluation leaves) until the evaluation replaces it.
+        ``tree``: ``source`` parsed by the proposer, when it was."""
         return cls(
-            id=candidate_id(source),
+            id=candidate_id(source, tree),
             source=source,
             parent_id=parent.id,
             plan_title=plan.title,
@@ -113,6 +120,7 @@ class Candidate:
             iteration=iteration,
             tokens=tokens,
             fixed=fixed,
+            tree=tree,
         )
 
     @property
@@ -246,8 +254,8 @@ class _WithoutIgnoredLaunchParams(ast.NodeTransformer):
 def launch_only_change(parent_source: str, child_source: str) -> bool:
     """True when ``child_source`` differs from ``parent_source`` (AST-normalized: comments and
     formatting do not count) and every difference is in the launch parameters of
-    :data:`~accelopt_core.proposers.offline.IGNORED_ON_CPU` (``num_warps``, ``num_stages``,
-    ``num_ctas``, ``maxnreg``: keywords of a launch ``kernel[grid](...)`` or of
+    :data:`~accelopt_core.proposers.offline_tunables.IGNORED_ON_CPU` (``num_warps``,
+    ``num_stages``, ``num_ctas``, ``maxnreg``: keywords of a launch ``kernel[grid](...)`` or of
     ``triton.Config``, or a local passed only as one). False when either source does not
     parse."""
     try:

@@ -174,7 +174,9 @@ class Proposals:
             self._tally.count_failure("no_code")
             log.info("plan %r produced no code: %s", plan.title, sample.error)
             return None
-        child = Candidate.child(parent, plan, sample.source, ctx.iteration, tokens=tokens)
+        child = Candidate.child(
+            parent, plan, sample.source, ctx.iteration, tokens=tokens, tree=sample.tree
+        )
         cand = await self._trials.evaluate(child)
         if cand is not None:
             cand = await self._repair(cand, parent, ctx, plan)
@@ -201,6 +203,7 @@ class Proposals:
                 ctx.iteration,
                 tokens=tokens + fixed.usage.total_tokens,
                 fixed=True,
+                tree=fixed.tree,
             )
             attempt = await self._trials.evaluate(repaired)
         return attempt

@@ -9,6 +9,7 @@ the next beam, so that their next iteration can start before the iteration ends
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 
 from accelopt_core.search.candidate import Candidate, is_faster
@@ -108,15 +109,15 @@ class Round:
         """The candidates certain to be in the next beam, fastest first (none before
         :meth:`seal` or while a beam member awaits its re-timing)."""
         beam = self._beam
-        if beam is None or not all(m.retimed for m in beam):
-            return []
+        if beam is None or self.pending >= self._width or not all(m.retimed for m in beam):
+            return []  # (with ``pending`` >= B samples to come, nothing is certain yet)
         pool, _, _ = select_beam(
             beam, self._children, self._known, len(beam) + len(self._children), self._margin
         )
+        latencies = sorted(c.latency_ms or 0.0 for c in pool)
         out = []
         for cand in pool:
-            latency = cand.latency_ms or 0.0
-            ahead = sum(1 for o in pool if o is not cand and (o.latency_ms or 0.0) <= latency)
+            ahead = bisect.bisect_right(latencies, cand.latency_ms or 0.0) - 1  # not itself
             if ahead + self.pending < self._width:
                 out.append(cand)
         return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import logging
 import os
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import accelopt_core.evaluation.evaluator as evaluator_module
 from accelopt_core.evaluation import EvaluationCache, Evaluator
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
@@ -244,3 +246,28 @@ def _request(candidate: str) -> EvalRequest:
     return EvalRequest(
         candidate_source=candidate, harness_source=BASE, entry="add", seeds=[1], rep_ms=5.0
     )
+
+
+async def test_the_gate_reads_a_parsed_tree_and_judges_a_source_once(monkeypatch):
+    """A candidate handed over parsed is not parsed again, and its verdict is kept: the A/B
+    re-timing rounds of a finalist do not run the gate again (the real gate, counted)."""
+    gated: list[tuple[str, bool]] = []
+    real = evaluator_module.precheck
+
+    def counted(source, entry, baseline, filename, mod, tree=None):
+        gated.append((source, tree is not None))
+        return real(source, entry, baseline, filename, mod, tree)
+
+    monkeypatch.setattr(evaluator_module, "precheck", counted)
+    target = ScriptedTarget(*(EvalResult("ok", latency_ms=2.0) for _ in range(4)))
+    evaluator = Evaluator(target, settings(), None)
+    tree = ast.parse(OK)
+    assert (await evaluator.evaluate(BASE, OK, "add", tree=tree)).ok
+    for _ in range(3):
+        assert (await evaluator.retime(BASE, OK, "add", tree=tree)).ok
+    assert gated == [(OK, True)] and len(target.requests) == 4
+    bad = (CANDIDATES / "torch_ref.py").read_text()
+    for _ in range(2):
+        assert (await evaluator.evaluate(BASE, bad, "add")).status == "rejected"
+    assert gated[1:] == [(bad, False)] and evaluator.gate_rejections == 2
+    assert len(target.requests) == 4

@@ -226,3 +226,28 @@ async def test_role_override_uses_its_own_endpoint_and_model(
         assert [(r.role, r.model) for r in second.requests] == [("executor", "exec-model")]
         assert second.requests[0].headers["authorization"] == f"Bearer {PLACEHOLDER_KEY}"
         await client.close()
+
+
+async def test_the_request_is_a_plain_chat_completion(llm_double: LLMDouble) -> None:
+    llm_double.queue("ok")
+    client = _client(llm_double, temperature=0.3)
+    await client.complete("planner", _msgs("hi"))
+    (req,) = llm_double.requests
+    assert req.method == "POST" and req.path.endswith("/chat/completions")
+    assert req.body == {"model": DOUBLE_MODEL, "messages": _msgs("hi"), "temperature": 0.3}
+    assert req.headers["authorization"] == f"Bearer {TEST_API_KEY}"
+
+
+async def test_each_role_keeps_one_client_and_pool(llm_double: LLMDouble) -> None:
+    """One openai client (its own connection pool) per role, built once and reused by every
+    call of that role; another role gets its own."""
+    llm_double.queue("a", "b", "c", "d")
+    client = _client(llm_double)
+    await client.warm()
+    built = {ep.role: pair[0] for ep, pair in client._clients.items()}
+    assert set(built) == {"planner", "executor", "summarizer", "fixer"}
+    assert len({id(c) for c in built.values()}) == 4
+    for role in ("planner", "planner", "executor", "executor"):
+        await client.complete(role, _msgs())
+    assert {ep.role: pair[0] for ep, pair in client._clients.items()} == built
+    await client.close()

@@ -153,6 +153,38 @@ def test_harness_is_restored_from_the_original() -> None:
     assert "BLOCK=128" in sample.source  # the candidate's launcher is kept
 
 
+@pytest.mark.parametrize("tampered", [False, True], ids=["harness-verbatim", "harness-restored"])
+@pytest.mark.parametrize("form", ["fence", "edit", "bare"])
+def test_the_sample_carries_its_source_parsed_once(form: str, tampered: bool) -> None:
+    """The tree the search and the gate read is the candidate's final source (after harness
+    restoration), parsed: the same module ``ast.parse`` gives for it."""
+    original = parse_kernel_file(SOURCE, "add.py")
+    new = SOURCE.replace("BLOCK=64", "BLOCK=128")
+    if tampered:
+        new = new.replace("return x + y\n\n\nBENCH", "return x * 0\n\n\nBENCH")
+    if form == "edit":
+        reply = edit(
+            "    add_kernel[(triton.cdiv(n, 64),)](x, y, out, n, BLOCK=64)\n",
+            "    add_kernel[(triton.cdiv(n, 64),)](x, y, out, n, BLOCK=128)\n",
+        )
+        if tampered:
+            reply += edit("    return x + y\n", "    return x * 0\n")
+    else:
+        reply = fence(new) if form == "fence" else new
+    sample = parse_code_reply(reply, SOURCE, original=original, entry="add")
+    assert sample.error is None and sample.source is not None and sample.tree is not None
+    assert "return x + y" in sample.source and "BLOCK=128" in sample.source
+    assert ast.dump(sample.tree) == ast.dump(ast.parse(sample.source))
+    assert ast.unparse(sample.tree) == ast.unparse(ast.parse(sample.source))
+
+
+def test_a_failed_sample_carries_no_tree() -> None:
+    sample = parse_code_reply(
+        fence(KERNELS.replace("def add(x, y):", "def plus(x, y):")), SOURCE, entry="add"
+    )
+    assert sample.source is None and sample.tree is None
+
+
 # -- SEARCH/REPLACE --------------------------------------------------------------------------
 def test_exact_edit_applies() -> None:
     reply = "Widen the block.\n" + edit(

@@ -3,6 +3,8 @@ report's ranking, and the two ways a candidate is made."""
 
 from __future__ import annotations
 
+import ast
+
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Plan
 from accelopt_core.search import Candidate, candidate_id, is_faster, rank_verified, select_beam
@@ -126,3 +128,11 @@ def test_only_confirmed_steps_are_ranked() -> None:
     assert not Candidate.from_dict(old_record).confirmed  # unranked before issue 10
     old_record["rank"] = 1
     assert Candidate.from_dict(old_record).confirmed
+
+
+def test_a_parsed_tree_gives_the_same_id_as_the_source() -> None:
+    """The proposer's tree stands in for a parse: same id as the (reformatted) source alone."""
+    source = "def f(x):\n    return x + 1\n"
+    reformatted = "def f(x):  # a comment\n\n    return (x + 1)\n"
+    assert candidate_id(source, ast.parse(source)) == candidate_id(reformatted)
+    assert candidate_id(source, ast.parse(source)) != candidate_id(source.replace("1", "2"))

@@ -280,10 +280,13 @@ def precheck(
     baseline_source: str | None = None,
     filename: str = "<candidate>",
     module: str | None = None,
+    tree: ast.Module | None = None,
 ) -> dict | None:
     """Syntax check and static gate without running anything.
 
     ``module``: the kernel module's dotted name inside its package (see :func:`gate_violation`).
+    ``tree``: ``candidate_source`` already parsed by the caller (read, not mutated), else it is
+    parsed here.
     Returns None when the candidate may be run, else a result dict (EvalResult fields):
     ``compile_error`` with the line for a syntax error, ``rejected`` with the line and the
     ``rule`` (``"gate: eval"``, ... :data:`RULES`) for a gate failure. Never raises: a
@@ -291,7 +294,7 @@ def precheck(
     (``gate: unreadable``), the gate fails closed.
     """
     try:
-        tree = ast.parse(candidate_source, filename)
+        tree = tree if tree is not None else ast.parse(candidate_source, filename)
     except SyntaxError as exc:
         return result_dict("compile_error", f"SyntaxError: {exc.msg}", line=exc.lineno)
     except ValueError as exc:  # e.g. null bytes
