@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from accelopt_cli.render import print_diagnostics
 from accelopt_core.kernelfile import KernelFile, KernelFileError
@@ -25,7 +26,16 @@ def load_kernel(path: str, err: Console, harness: str | None = None) -> KernelFi
     try:
         kf = load_workload(path, harness=harness, workspace=[Path.cwd()])
     except KernelFileError as exc:
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        return None
+    except Exception as exc:  # noqa: BLE001 - a binding bug still gets a message, no traceback
+        where = f"{path} (harness {harness})" if harness else path
+        err.print(
+            f"[red]error:[/] {escape(where)}:1:1: cannot bind the kernel file: "
+            f"{escape(type(exc).__name__)}: {escape(str(exc))} (an AccelOpt bug: please report "
+            "it with the file; `accelopt profile` on the file alone may still work)",
+            highlight=False,
+        )
         return None
     shown = kf.path if kf.context is not None and kf.context.harness_path else path
     print_diagnostics(err, kf, shown)

@@ -13,18 +13,27 @@ properties of ``client-vscode/package.json``, so the extension cannot drift from
 from __future__ import annotations
 
 import copy
-import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from accelopt_core.settings_schema import markdown_table, vscode_properties
+
 SECTION = "accelopt"
 MEMORY_DIR_ENV = "ACCELOPT_MEMORY_DIR"
+
+#: The GPUs the Triton kernels can be compiled for ahead of time (issue 21), by the names of
+#: the roofline's peak table: H100 SXM5 / H100 PCIe / H200 are sm_90, A100 sm_80, B200 sm_100
+#: (NVIDIA's datasheets; CUDA C Programming Guide, compute capabilities). ``"none"`` turns
+#: the compile stage off.
+GpuName = Literal["H100 SXM5", "H100 PCIe", "H200", "A100", "B200", "none"]
+GPU_NAMES: tuple[str, ...] = get_args(GpuName)
 
 
 class _Model(BaseModel):
@@ -177,6 +186,22 @@ class EvaluationSettings(_Model):
         "faster than the baseline is evaluated again, and rejected (implausible speedup) if "
         "it stands.",
     )
+    sizes: str = Field(
+        "auto",
+        description="The harness's module-level sizes (batch_size, dim, ...; KernelBench "
+        "problems keep theirs there): 'auto' scales them down for the CPU interpreter until "
+        "the inputs fit a few MB (a GPU gets the published sizes), 'published' never scales, "
+        "'batch_size=16,dim=1536' pins those sizes on every target (the rest as 'auto').",
+    )
+
+    @field_validator("sizes")
+    @classmethod
+    def _check_sizes(cls, value: str) -> str:
+        value = value.strip()
+        pin = r"\s*[A-Za-z_]\w*\s*=\s*[1-9]\d*\s*"
+        if value in ("auto", "published") or re.fullmatch(rf"{pin}(,{pin})*", value):
+            return value
+        raise ValueError("must be 'auto', 'published' or pins like 'batch_size=16,dim=1536'")
 
 
 class SSHSettings(_Model):
@@ -203,6 +228,14 @@ class Settings(_Model):
         "local",
         description="Where candidates run: 'local', 'ssh://[user@]host[:port]', "
         "'ray://host:port' or 'ray:auto'.",
+    )
+    gpu: GpuName = Field(
+        "H100 SXM5",
+        description="The GPU the Triton kernels are for: every launch is also compiled for its "
+        "architecture (H100 SXM5, H100 PCIe and H200 sm_90, A100 sm_80, B200 sm_100), a kernel "
+        "that does not compile or cannot launch there is rejected, and its registers, spills, "
+        "shared memory and occupancy are reported. On a CUDA target the GPU found there is used "
+        "(a mismatch is a warning). 'none' turns this off.",
     )
     ssh: SSHSettings = Field(default_factory=SSHSettings, description="SSH target options.")
     evaluation: EvaluationSettings = Field(
@@ -242,6 +275,12 @@ class Settings(_Model):
         raise ValueError(
             "must be 'local', 'ssh://[user@]host[:port]', 'ray://host:port' or 'ray:auto'"
         )
+
+    @property
+    def gpu_name(self) -> str | None:
+        """The GPU the kernels are compiled for (``EvalRequest.gpu``): the ``gpu`` setting,
+        None for ``"none"`` (no compile stage)."""
+        return None if self.gpu == "none" else self.gpu
 
     def resolved_memory_dir(self) -> Path:
         """The memory directory: the setting, else ``$ACCELOPT_MEMORY_DIR``, else the user
@@ -391,88 +430,16 @@ def deep_merge(into: dict[str, Any], other: Mapping[str, Any]) -> None:
             into[key] = copy.deepcopy(value) if isinstance(value, Mapping) else value
 
 
-def _json_type(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    if "$ref" in schema:
-        return _json_type(defs[schema["$ref"].split("/")[-1]], defs)
-    if "anyOf" in schema:
-        variants = [_json_type(s, defs) for s in schema["anyOf"]]
-        types: list[str] = []
-        out: dict[str, Any] = {}
-        for v in variants:
-            t = v.get("type")
-            types.extend(t if isinstance(t, list) else [t] if t else [])
-            for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum"):
-                if k in v:
-                    out[k] = v[k]
-        out["type"] = types if len(types) > 1 else types[0]
-        return out
-    out = {k: schema[k] for k in ("type", "enum", "minimum", "maximum") if k in schema}
-    for k in ("exclusiveMinimum", "exclusiveMaximum"):
-        if k in schema:
-            out[k] = schema[k]
-    if schema.get("type") == "object" and "additionalProperties" in schema:
-        out["additionalProperties"] = _json_type(schema["additionalProperties"], defs)
-        for k, v in list(out["additionalProperties"].items()):
-            if k == "properties":
-                out["additionalProperties"][k] = v
-    if "const" in schema:
-        out["enum"] = [schema["const"]]
-    if "properties" in schema:
-        out["properties"] = {
-            k: _json_type(v, defs) | ({"default": v["default"]} if "default" in v else {})
-            for k, v in schema["properties"].items()
-        }
-    return out
-
-
 def vscode_configuration() -> dict[str, dict[str, Any]]:
-    """The settings model as VS Code ``contributes.configuration.properties``.
-
-    Nested sections become dotted keys (``accelopt.search.beamWidth``), except maps such as
-    ``accelopt.llm.prices``, which stay one object-valued setting. Each property carries its
-    JSON type, default, bounds, enum and description from the model.
-    """
-    schema = Settings.model_json_schema(by_alias=True)
-    defs = schema.get("$defs", {})
-    props: dict[str, dict[str, Any]] = {}
-
-    def walk(model_schema: dict[str, Any], defaults: dict[str, Any], prefix: str) -> None:
-        for name, prop in model_schema.get("properties", {}).items():
-            key = f"{prefix}.{name}"
-            target = prop
-            if "$ref" in prop:
-                target = defs[prop["$ref"].split("/")[-1]]
-            if (
-                target.get("type") == "object"
-                and "properties" in target
-                and "additionalProperties" not in target
-            ):
-                walk(target, defaults.get(name, {}) or {}, key)
-                continue
-            entry = _json_type(prop, defs)
-            entry["default"] = defaults.get(name)
-            entry["description"] = prop.get("description") or target.get("description", "")
-            props[key] = entry
-
-    walk(schema, Settings().model_dump(by_alias=True), SECTION)
-    return props
+    """The settings model as VS Code ``contributes.configuration.properties`` (dotted keys,
+    JSON type, default, bounds, enum, description): :mod:`accelopt_core.settings_schema`."""
+    return vscode_properties(Settings, SECTION)
 
 
 def settings_markdown() -> str:
-    """A markdown table of every setting (key, type, default, description), for the README.
-
-    ``python -m accelopt_core.settings`` prints it; a test checks the README holds every key.
-    """
-    rows = ["| setting | type | default | description |", "| --- | --- | --- | --- |"]
-    for key, prop in vscode_configuration().items():
-        kind = prop.get("type", "")
-        kind = " or ".join(kind) if isinstance(kind, list) else kind
-        if "enum" in prop:
-            kind = " \\| ".join(f"`{v}`" for v in prop["enum"])
-        default = prop.get("default")
-        shown = "" if default in (None, {}, "") else f"`{json.dumps(default)}`"
-        rows.append(f"| `{key}` | {kind} | {shown} | {prop.get('description', '')} |")
-    return "\n".join(rows)
+    """The README's markdown table of every setting (``python -m accelopt_core.settings``; a
+    test checks the README holds it): :mod:`accelopt_core.settings_schema`."""
+    return markdown_table(vscode_configuration())
 
 
 if __name__ == "__main__":

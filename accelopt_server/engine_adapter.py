@@ -81,9 +81,10 @@ def harness_measures(
     harness_path: str, harness_source: str, kernel_path: str, folders: Sequence[str]
 ) -> bool:
     """True when the harness file's ``BENCH["entry"]`` is imported from the kernel module
-    ``kernel_path`` (:func:`~accelopt_core.kernelfile.project.entry_targets`, re-exports
+    ``kernel_path`` (:func:`~accelopt_core.kernelfile.entries.entry_targets`, re-exports
     followed; pure AST, nothing imported). Blocking (stats files)."""
-    from accelopt_core.kernelfile.project import entry_targets, import_roots, resolve_module
+    from accelopt_core.kernelfile.entries import entry_targets
+    from accelopt_core.kernelfile.project import import_roots, resolve_module
 
     harness = Path(harness_path)
     roots = import_roots(harness, workspace=[Path(f) for f in folders])

@@ -39,7 +39,9 @@ def cache_key(request: EvalRequest, fingerprint: str) -> str:
     HARNESS_VERSION, JUDGE_VERSION (a stricter judge never reuses a weaker one's verdict), the
     seeds, the timing seed, the timing mode, and the kernel's import closure (every file's
     content: an edit to a helper module invalidates the verdicts), its path in it, the
-    separate harness's path and the entry expression (issue 13)."""
+    separate harness's path and the entry expression (issue 13), the GPU the kernels are
+    compiled for (issue 21), the derived shapes checked (issue 22) and the harness's sizes
+    plan and setting (issue 24)."""
     parts = {
         "candidate": _sha(normalize_source(request.candidate_source)),
         "harness": _sha(request.harness_source),
@@ -55,6 +57,11 @@ def cache_key(request: EvalRequest, fingerprint: str) -> str:
         "kernel_path": request.kernel_path,
         "harness_path": request.harness_path,
         "entry_expr": request.entry_expr,
+        # issues 21/22: a verdict compiled for sm_80 is not one for sm_90; the derived shapes
+        # checked decide it too
+        "gpu": request.gpu,
+        "derived_shapes": request.derived_shapes,
+        "sizes": getattr(request, "sizes", None) or None,  # issue 24: scaled / pinned sizes
     }
     return _sha(json.dumps(parts, sort_keys=True))
 

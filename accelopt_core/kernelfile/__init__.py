@@ -4,7 +4,11 @@ splicing a candidate back into its file (the harness is always restored from the
 Modules: :mod:`.model` (the records and the error), :mod:`.positions` (AST node ->
 SourceRange), :mod:`.nodes` (small AST questions), :mod:`.discovery` (parse / load a file),
 :mod:`.harness` (one checker per harness part), :mod:`.splice` (restore_harness),
-:mod:`.skeleton` (harness_skeleton), :mod:`.source` (normalisation, fingerprints).
+:mod:`.skeleton` (harness_skeleton), :mod:`.source` (normalisation, fingerprints),
+:mod:`.project` (import roots, module names), :mod:`.closure` (the local import closure),
+:mod:`.entries` (what ``BENCH["entry"]`` refers to), :mod:`.sizes` (the module-level sizes
+``get_inputs`` reads), :mod:`.workload` (binding a kernel module to its harness, once),
+:mod:`.kernelbench` (KernelBench problems as harnesses).
 The text helpers (``SourceRange``, ``split_lines``, hunks, diffs) live in
 :mod:`accelopt_core.textdiff` and are re-exported here.
 """

@@ -20,6 +20,7 @@ from accelopt_core.kernelfile.model import (
 )
 from accelopt_core.kernelfile.nodes import FUNC_DEF, IMPORT, bound_names, param_names
 from accelopt_core.kernelfile.positions import Positions
+from accelopt_core.kernelfile.sizes import find_sizes
 from accelopt_core.textdiff import SourceRange
 
 __all__ = ["analyse_harness", "entry_root", "harness_statements"]
@@ -87,6 +88,7 @@ def analyse_harness(
     _check_get_inputs(check, found.get("get_inputs"), anchor)
     _check_reference(check, found.get("reference"), anchor)
     _check_bench(check, found.get("BENCH"), anchor)
+    check.harness.sizes = find_sizes(tree, own_module=not kf.kernels)
     return check.harness
 
 

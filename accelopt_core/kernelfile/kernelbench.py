@@ -34,6 +34,7 @@ __all__ = [
     "KERNELBENCH_RTOL",
     "KERNELBENCH_SEED",
     "KERNELBENCH_TRIALS",
+    "defines_model_new",
     "harness_source",
     "is_kernelbench_problem",
     "mapping_doc",
@@ -177,6 +178,16 @@ def is_kernelbench_problem(source: str) -> bool:
         and get_inputs is not None
         and _required_parameters(get_inputs.args) == 0
     )
+
+
+def defines_model_new(source: str) -> bool:
+    """True when ``source`` defines a module-level ``class ModelNew`` (the KernelBench
+    solution convention). False for a file that does not parse; raises nothing."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
 
 
 def _required_parameters(args: ast.arguments) -> int:

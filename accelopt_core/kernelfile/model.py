@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from accelopt_core.kernelfile.sizes import SizePlan
 from accelopt_core.onsite.names import Backend
 from accelopt_core.textdiff import SourceRange
 
@@ -125,6 +126,9 @@ class HarnessInfo:
         has_flops / has_bytes: ``BENCH`` gives the work of one call for the roofline.
         get_inputs / reference / bench: ranges of the three definitions (None when missing).
         problems: located errors and warnings about an incomplete or invalid harness.
+        sizes: the module-level sizes ``get_inputs`` reads
+            (:class:`~accelopt_core.kernelfile.sizes.SizePlan`: which the target may scale for
+            the CPU interpreter, which not and why), None when not analysed.
     """
 
     entry: str | None = None
@@ -138,6 +142,7 @@ class HarnessInfo:
     reference: SourceRange | None = None
     bench: SourceRange | None = None
     problems: list[KernelDiagnostic] = field(default_factory=list)
+    sizes: SizePlan | None = None
 
     @property
     def complete(self) -> bool:

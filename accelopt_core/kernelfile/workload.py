@@ -20,17 +20,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from accelopt_core.kernelfile.discovery import load_kernel_file
-from accelopt_core.kernelfile.model import HarnessInfo, KernelFile, KernelFileError
-from accelopt_core.kernelfile.project import (
-    ClosureError,
-    EntryTarget,
-    entry_targets,
-    import_closure,
-    import_roots,
-    module_name,
-    resolve_module,
+from accelopt_core.kernelfile.closure import Closure, ClosureError, check_cap, import_closure
+from accelopt_core.kernelfile.discovery import load_kernel_file, parse_kernel_file
+from accelopt_core.kernelfile.entries import EntryTarget, bench_module, entry_targets
+from accelopt_core.kernelfile.kernelbench import (
+    KERNELBENCH_ATOL,
+    KERNELBENCH_RTOL,
+    defines_model_new,
+    harness_source,
+    is_kernelbench_problem,
+    problem_name,
 )
+from accelopt_core.kernelfile.model import HarnessInfo, KernelFile, KernelFileError
+from accelopt_core.kernelfile.project import import_roots
+from accelopt_core.kernelfile.sizes import find_sizes
 from accelopt_core.textdiff import SourceRange
 
 __all__ = [
@@ -106,17 +109,17 @@ def _digest(files: dict[str, str], kernel_path: str, harness_path: str | None) -
     return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
 
 
-def _context(closure, kernel: Path, roots: Sequence[Path], **extra) -> BenchContext:
-    """The :class:`BenchContext` of a closure whose kernel module is ``kernel``."""
+def _context(closure: Closure, kernel_path: str, roots: Sequence[Path], **extra) -> BenchContext:
+    """The :class:`BenchContext` of ``closure`` whose kernel module is its file
+    ``kernel_path``: every name read from the closure, nothing recomputed."""
     files = dict(closure.files)
     harness_path = extra.pop("harness_path", None)
     if harness_path is not None and harness_path not in files:
         files[harness_path] = extra["harness_source"]
-    kernel_path = _key(closure, kernel)
     return BenchContext(
         files=files,
         kernel_path=kernel_path,
-        kernel_module=module_name(kernel, roots)[0],
+        kernel_module=closure.module_of(kernel_path) or "",
         harness_path=harness_path,
         roots=tuple(str(r) for r in roots),
         digest=_digest(files, kernel_path, harness_path),
@@ -124,17 +127,34 @@ def _context(closure, kernel: Path, roots: Sequence[Path], **extra) -> BenchCont
     )
 
 
-def _key(closure, path: Path) -> str:
-    """The closure's key (import-root-relative path) of the file ``path``."""
-    path = path.resolve()
-    return next(key for key, origin in closure.origins.items() if origin.resolve() == path)
-
-
-def _closure(paths: Sequence[Path], roots: Sequence[Path]):
+def _closure(paths: Sequence[Path], roots: Sequence[Path], *, capped: bool = True) -> Closure:
+    """The import closure of ``paths``; WorkloadError for an unusable one (``capped``: over
+    the cap too, else :func:`_capped` checks it once the kernel module is known)."""
     try:
-        return import_closure(paths, roots)
+        return (
+            import_closure(paths, roots) if capped else import_closure(paths, roots, cap_bytes=None)
+        )
     except ClosureError as exc:
-        raise WorkloadError(exc.path, str(exc).split(": ", 1)[-1], exc.line, exc.col) from None
+        raise WorkloadError(exc.path, exc.message, exc.line, exc.col) from None
+
+
+def _capped(closure: Closure, at: Path) -> None:
+    """WorkloadError located at ``at`` (the kernel module) when the closure is over the cap."""
+    try:
+        check_cap(closure, at)
+    except ClosureError as exc:
+        raise WorkloadError(exc.path, exc.message, exc.line, exc.col) from None
+
+
+def _existing(path: str | Path, what: str) -> Path:
+    """``path`` resolved; WorkloadError when it is no file (located at the path, the way out
+    named)."""
+    resolved = Path(path).resolve()
+    if resolved.is_dir():
+        raise WorkloadError(str(path), f"is a directory; give the {what} file (a .py file)")
+    if not resolved.is_file():
+        raise WorkloadError(str(path), f"no such file (the {what}; check the path)")
+    return resolved
 
 
 def load_workload(
@@ -148,96 +168,131 @@ def load_workload(
     ``path`` is a kernel module (its harness inside it, or ``harness`` naming a harness file
     or a KernelBench problem) or a harness file whose ``BENCH["entry"]`` is imported from the
     kernel module (``from mypkg.ops.rms_norm import rms_norm``; ``BENCH["module"]`` picks the
-    module when several candidates define kernels).
+    module when several candidates define kernels). File names need not be module names
+    (``19_ReLU.py``, ``36_RMSNorm_.py``, ``new-relu.py``): such a file is loaded and shipped
+    under an internal module name (:func:`~.project.script_module`). Binding reads each file
+    once and computes the import roots and the closure once; everything after reads the
+    :class:`BenchContext`.
 
     Raises:
-        KernelFileError: a file cannot be read.
-        WorkloadError: the harness names no kernel module / an ambiguous one, or the import
-            closure is unusable (syntax error in a helper, over the 5 MiB cap), or ``path``
-            is a KernelBench problem given alone (the message says to pass it as
-            ``--harness`` with the file defining ModelNew).
+        KernelFileError: a file cannot be read, or (``WorkloadError``) the files cannot be
+            bound: no such file, a harness that does not parse or names no kernel module / an
+            ambiguous one, an unusable import closure (syntax error in a helper, over the
+            5 MiB cap), a KernelBench problem given alone or a kernel file without ModelNew.
+            Every message is located (``path:line:col: message``) and says the way out.
     """
-    path = Path(path).resolve()
+    path = _existing(path, "kernel" if harness is not None else "kernel or harness")
     spaces = [Path(w).resolve() for w in workspace]
     if harness is not None:
-        return _bind(Path(harness).resolve(), path, spaces)
+        return _bind_harness_file(_existing(harness, "harness"), path, spaces)
     kf = load_kernel_file(path)
-    if not kf.kernels and kf.harness is not None and kf.harness.entry_imported:
-        return _bind(path, None, spaces, kf)
-    if not kf.kernels and kf.syntax_error is None:
-        from accelopt_core.kernelfile.kernelbench import is_kernelbench_problem
-
-        if is_kernelbench_problem(kf.source):  # raises: "run ... --harness problem.py"
-            return _bind(path, None, spaces, kf)
+    if kf.syntax_error is None and not kf.kernels:
+        if (
+            kf.harness is not None
+            and kf.harness.entry_imported
+            or is_kernelbench_problem(kf.source)
+        ):
+            return _bind_harness_file(path, None, spaces, kf)
     if kf.syntax_error is not None:
         return kf
     roots = import_roots(path, workspace=spaces)
     closure = _closure([path], roots)
-    in_package = (path.parent / "__init__.py").is_file()
-    if len(closure.files) > 1 or in_package:
-        kf.context = _context(closure, path, roots)
+    if len(closure.files) > 1 or (path.parent / "__init__.py").is_file():
+        kf.context = _context(closure, closure.key_of(path) or "", roots)
     return kf
 
 
-def _bind(
+def _syntax_error(kf: KernelFile, what: str) -> WorkloadError:
+    """The located error of a file that does not parse."""
+    diag = next((d for d in kf.diagnostics if d.severity == "error"), None)
+    line, col = (diag.range.start_line, diag.range.start_col + 1) if diag else (1, 1)
+    detail = diag.message if diag else "syntax error"
+    return WorkloadError(kf.path, f"the {what} does not parse: {detail}", line, col)
+
+
+def _bind_harness_file(
     harness: Path, kernel: Path | None, spaces: list[Path], loaded: KernelFile | None = None
 ) -> KernelFile:
     """The kernel module measured by the harness file ``harness`` (``loaded``: that file,
-    already read and analysed)."""
+    already read and analysed), ``kernel`` when given (``--harness``)."""
     loaded = loaded or load_kernel_file(harness)
-    source = loaded.source
-    from accelopt_core.kernelfile.kernelbench import is_kernelbench_problem
-
-    if is_kernelbench_problem(source):
+    if loaded.syntax_error is not None:
+        raise _syntax_error(loaded, "harness")
+    if is_kernelbench_problem(loaded.source):
         if kernel is None:
             raise WorkloadError(
                 str(harness),
                 "a KernelBench problem is the reference: run `accelopt optimize NEW_MODEL.py "
                 f"--harness {harness.name}` with the file that defines ModelNew",
             )
-        return _bind_kernelbench(harness, kernel, spaces)
-    extra = [kernel.parent] if kernel is not None else []
-    roots = import_roots(harness, workspace=spaces, extra=extra)
-    target = _pick_target(harness, source, kernel, roots)
-    kernel = kernel or Path(resolve_module(target.module, roots) or "")
-    kf = load_kernel_file(kernel)
-    closure = _closure([kernel, harness], roots)
+        return _bind_kernelbench(harness, kernel, spaces, loaded.source)
+    if loaded.harness is None:
+        raise WorkloadError(
+            str(harness),
+            "has no harness (get_inputs, reference, BENCH) and is not a KernelBench problem "
+            "(class Model, get_inputs(), get_init_inputs()); give a harness file, or run "
+            "`accelopt harness` for a skeleton",
+        )
+    roots = import_roots(harness, workspace=spaces, extra=[kernel.parent] if kernel else [])
+    closure = _closure([kernel, harness] if kernel else [harness], roots, capped=False)
+    target, kf = _pick_target(harness, loaded.source, kernel, roots, closure)
+    kernel_path = closure.modules[target.module]
+    _capped(closure, closure.origins[kernel_path])
     kf.context = _context(
         closure,
-        kernel,
+        kernel_path,
         roots,
-        harness_path=_key(closure, harness),
+        harness_path=closure.key_of(harness),
         harness_file=str(harness),
-        harness_source=source,
+        harness_source=loaded.source,
     )
     kf.harness = _harness_info(harness, loaded.harness, target.name)
     kf.diagnostics = [d for d in kf.diagnostics if d.code != "no-harness"]
     return kf
 
 
+def _module_file(closure: Closure, module: str, cache: dict[str, KernelFile]) -> KernelFile | None:
+    """The analysed file of the closure's module ``module`` (parsed once), None when the
+    closure has no such file."""
+    if module not in cache:
+        rel = closure.modules.get(module)
+        if rel is None:
+            return None
+        cache[module] = parse_kernel_file(closure.files[rel], str(closure.origins[rel]))
+    return cache[module]
+
+
+def _has_kernels(closure: Closure, module: str, cache: dict[str, KernelFile]) -> bool:
+    found = _module_file(closure, module, cache)
+    return found is not None and bool(found.kernels)
+
+
 def _pick_target(
-    harness: Path, source: str, kernel: Path | None, roots: Sequence[Path]
-) -> EntryTarget:
-    """The entry target in the kernel module: the one in ``kernel`` when given, else the
-    one whose module defines kernels (``BENCH["module"]`` when several do)."""
-    targets = entry_targets(source, harness, roots)
-    wanted = _bench_module(source)
+    harness: Path, source: str, kernel: Path | None, roots: Sequence[Path], closure: Closure
+) -> tuple[EntryTarget, KernelFile]:
+    """The entry target in the kernel module and that module's analysed file: the one in
+    ``kernel`` when given, else the one whose module defines kernels (``BENCH["module"]``
+    when several do)."""
+    targets = entry_targets(source, harness, roots, closure=closure)
+    parsed: dict[str, KernelFile] = {}
     if kernel is not None:
-        name = module_name(kernel, roots)[0]
+        name = closure.module_of(closure.key_of(kernel) or "") or kernel.stem
         found = [t for t in targets if t.module == name]
         if not found:
             raise WorkloadError(
                 str(harness),
                 f'BENCH["entry"] does not come from {name} ({kernel.name}); the harness '
                 "must import the entry from the kernel module it measures",
+                min((t.line for t in targets), default=1),
             )
-        return found[0]
+        return found[0], _module_file(closure, name, parsed)
+    wanted = bench_module(ast.parse(source))
     if wanted:
         targets = [t for t in targets if t.module == wanted] or targets
-    with_kernels = [t for t in targets if _defines_kernels(resolve_module(t.module, roots))]
+    with_kernels = [t for t in targets if _has_kernels(closure, t.module, parsed)]
     modules = sorted({t.module for t in with_kernels})
     if len(modules) == 1:
-        return with_kernels[0]
+        return with_kernels[0], parsed[modules[0]]
     if not modules:
         named = ", ".join(sorted({f"{t.module}.{t.name}" for t in targets})) or "nothing local"
         raise WorkloadError(
@@ -254,30 +309,6 @@ def _pick_target(
     )
 
 
-def _bench_module(source: str) -> str | None:
-    """``BENCH["module"]`` when it is a string literal."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Dict):
-            if any(isinstance(t, ast.Name) and t.id == "BENCH" for t in stmt.targets):
-                for k, v in zip(stmt.value.keys, stmt.value.values, strict=True):
-                    if isinstance(k, ast.Constant) and k.value == "module":
-                        return v.value if isinstance(v, ast.Constant) else None
-    return None
-
-
-def _defines_kernels(path: Path | None) -> bool:
-    if path is None:
-        return False
-    try:
-        return bool(load_kernel_file(path).kernels)
-    except KernelFileError:
-        return False
-
-
 def _harness_info(harness: Path, info: HarnessInfo | None, entry: str) -> HarnessInfo:
     """The harness file's :class:`HarnessInfo` (``info``), its entry renamed to the kernel
     module's name and its problems prefixed with the harness file's name (they are located
@@ -291,42 +322,47 @@ def _harness_info(harness: Path, info: HarnessInfo | None, entry: str) -> Harnes
     return replace(info, entry=entry, entry_expr=None, entry_imported=True, problems=problems)
 
 
-def _bind_kernelbench(problem: Path, kernel: Path, spaces: list[Path]) -> KernelFile:
-    """A kernel file defining ``ModelNew`` measured by a KernelBench problem: the harness is
-    generated (:func:`accelopt_core.kernelfile.kernelbench.harness_source`)."""
-    from accelopt_core.kernelfile.kernelbench import harness_source, problem_name
-
+def _bind_kernelbench(problem: Path, kernel: Path, spaces: list[Path], text: str) -> KernelFile:
+    """A kernel file defining ``ModelNew`` measured by the KernelBench problem ``problem``
+    (source ``text``): the harness is generated
+    (:func:`accelopt_core.kernelfile.kernelbench.harness_source`); the problem's sizes are
+    the ones the target may scale."""
     roots = import_roots(kernel, workspace=spaces, extra=[problem.parent])
-    kf = load_kernel_file(kernel)
     closure = _closure([kernel, problem], roots)
+    kernel_path, problem_path = closure.key_of(kernel) or "", closure.key_of(problem) or ""
+    kf = parse_kernel_file(closure.files[kernel_path], str(kernel))
+    if kf.syntax_error is not None:
+        raise _syntax_error(kf, "kernel file")
+    if not defines_model_new(kf.source):
+        raise WorkloadError(
+            str(kernel),
+            "defines no ModelNew (the KernelBench convention: class ModelNew(nn.Module) whose "
+            f"forward launches the Triton kernels; {problem.name} is the reference)",
+        )
     name = problem_name(problem)
     source = harness_source(
-        module_name(problem, roots)[0], module_name(kernel, roots)[0], name=name
+        closure.module_of(problem_path) or "", closure.module_of(kernel_path) or "", name=name
     )
     kf.context = _context(
         closure,
-        kernel,
+        kernel_path,
         roots,
         harness_path=KERNELBENCH_HARNESS,
         harness_file=str(problem),
         harness_source=source,
         kernelbench=name,
     )
+    sizes = replace(find_sizes(ast.parse(text)), module=problem_path)
     kf.harness = HarnessInfo(
         entry="ModelNew",
-        rtol=1e-2,
-        atol=1e-2,
+        rtol=KERNELBENCH_RTOL,
+        atol=KERNELBENCH_ATOL,
         get_inputs=_TOP,
         reference=_TOP,
         bench=_TOP,
         entry_imported=True,
+        sizes=sizes,
     )
-    if "ModelNew" not in {c.name for c in ast.parse(kf.source).body if isinstance(c, ast.ClassDef)}:
-        raise WorkloadError(
-            str(kernel),
-            "defines no ModelNew (the KernelBench convention: class ModelNew(nn.Module) whose "
-            "forward launches the Triton kernels)",
-        )
     kf.diagnostics = [d for d in kf.diagnostics if d.code != "no-harness"]
     return kf
 
@@ -334,9 +370,11 @@ def _bind_kernelbench(problem: Path, kernel: Path, spaces: list[Path]) -> Kernel
 def eval_keywords(kf: KernelFile) -> dict:
     """The keywords of :meth:`accelopt_core.evaluation.Evaluator.evaluate` that say where
     ``kf``'s kernel lives: ``source_name`` (the file name shown in messages), ``context``
-    (:attr:`KernelFile.context`) and ``entry_expr`` (``BENCH["entry"]`` when it is an
-    expression in the kernel module's own harness)."""
+    (:attr:`KernelFile.context`), ``entry_expr`` (``BENCH["entry"]`` when it is an
+    expression in the kernel module's own harness) and ``sizes`` (the harness's
+    :class:`~accelopt_core.kernelfile.sizes.SizePlan`, scaled on the CPU interpreter)."""
     harness = kf.harness
     name = kf.path.replace("\\", "/").rsplit("/", 1)[-1] or "kernel.py"
     expr = harness.entry_expr if harness is not None and not harness.entry_imported else None
-    return {"source_name": name, "context": kf.context, "entry_expr": expr}
+    sizes = harness.sizes if harness is not None else None
+    return {"source_name": name, "context": kf.context, "entry_expr": expr, "sizes": sizes}

@@ -9,16 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from accelopt_core.kernelfile.project import (
-    Closure,
-    ClosureError,
-    EntryTarget,
-    entry_targets,
-    import_closure,
-    import_roots,
-    module_name,
-    resolve_module,
-)
+from accelopt_core.kernelfile.closure import Closure, ClosureError, import_closure
+from accelopt_core.kernelfile.entries import EntryTarget, entry_targets
+from accelopt_core.kernelfile.project import import_roots, module_name, resolve_module
 
 # A src/ layout kernel library in the style of the real ones: helpers, relative imports,
 # re-exports, an import cycle, a namespace package, imports of torch/triton (never ours).
@@ -246,8 +239,31 @@ def test_closure_ignores_relative_imports_beyond_the_top(tmp_path: Path) -> None
 def test_closure_keeps_a_script_that_is_not_a_module(tmp_path: Path) -> None:
     write(tmp_path, {"bench-rms.py": "import helper\n", "helper.py": "X = 1\n"})
     closure = import_closure([tmp_path / "bench-rms.py"], [tmp_path])
-    assert set(closure.files) == {"bench-rms.py", "helper.py"}
-    assert closure.modules == {"helper": "helper.py"}
+    assert set(closure.files) == {"_accelopt_file_bench_rms.py", "helper.py"}
+    assert closure.modules == {"_accelopt_file_bench_rms": "_accelopt_file_bench_rms.py",
+                               "helper": "helper.py"}  # fmt: skip
+    assert closure.key_of(tmp_path / "bench-rms.py") == "_accelopt_file_bench_rms.py"
+    assert closure.module_of("_accelopt_file_bench_rms.py") == "_accelopt_file_bench_rms"
+
+
+@pytest.mark.parametrize(
+    ("names", "modules"),
+    [
+        (["19_ReLU.py"], ["_accelopt_file_19_ReLU"]),
+        (["36_RMSNorm_.py"], ["_accelopt_file_36_RMSNorm_"]),
+        (["new-relu.py", "sub/new_relu.py"], ["_accelopt_file_new_relu", "sub.new_relu"]),
+        (["my.problem.py"], ["_accelopt_file_my_problem"]),
+        (["a-b.py", "x/a-b.py"], ["_accelopt_file_a_b", "_accelopt_file_a_b_2"]),
+    ],
+)
+def test_files_named_unlike_modules_get_distinct_internal_names(
+    tmp_path: Path, names: list[str], modules: list[str]
+) -> None:
+    write(tmp_path, {name: "import os\n" for name in names})
+    closure = import_closure([tmp_path / name for name in names], [tmp_path])
+    got = [closure.module_of(closure.key_of(tmp_path / name) or "") for name in names]
+    assert got == modules
+    assert all(m.replace(".", "").replace("_", "a").isalnum() for m in got)
 
 
 def test_closure_first_root_wins_for_one_relative_path(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -23,11 +23,16 @@ class Harness:
         reference: ``reference(*inputs)``, the ground truth.
         bench: a copy of ``BENCH`` (``entry``, optional ``rtol``, ``atol``, ``flops``,
             ``bytes``).
+        sizes: what :func:`.sizes.apply_sizes` did to the module-level sizes (``{"sizes":
+            {name: [published, used]}, "notes": [...]}``; empty: nothing).
+        module: the harness module (its globals hold the sizes).
     """
 
     get_inputs: Callable[..., Any]
     reference: Callable[..., Any]
     bench: dict
+    sizes: dict = field(default_factory=dict)
+    module: Any = None
 
 
 def load_module(name: str, source: str, filename: str):
@@ -48,12 +53,12 @@ def load_module(name: str, source: str, filename: str):
 CANDIDATE_MODULE = "accelopt_candidate"
 
 #: The request keys that say where the kernel lives (:class:`.protocol.EvalRequest`).
-PROJECT_KEYS = ("files", "kernel_path", "harness_path", "entry_expr")
+PROJECT_KEYS = ("files", "kernel_path", "harness_path", "entry_expr", "sizes")
 
 
 def project_of(req: dict) -> dict:
     """The request's project keys (``files``, ``kernel_path``, ``harness_path``,
-    ``entry_expr``), for the peers' set-up."""
+    ``entry_expr``, ``sizes``), for the peers' set-up."""
     return {k: req.get(k) for k in PROJECT_KEYS}
 
 
@@ -61,12 +66,16 @@ def _in_project(project: dict | None) -> bool:
     return bool(project and project.get("files") and project.get("kernel_path"))
 
 
-def load_harness(source: str, source_name: str, project: dict | None = None) -> Harness:
+def load_harness(
+    source: str, source_name: str, project: dict | None = None, *, sizes: bool = True
+) -> Harness:
     """``get_inputs``, ``reference`` and ``BENCH`` of the original file: ``source`` as a
     standalone module, or, with a ``project`` (:func:`project_of`), the harness module (or the
     kernel module holding the harness) imported under its real name with the closure served
-    from memory. Raises what loading raises, or AttributeError / TypeError for a missing or
-    malformed harness."""
+    from memory. The module-level sizes of the request's ``sizes`` are then pinned / scaled
+    for the CPU interpreter (:func:`.sizes.apply_sizes`; ``sizes=False``: later, by
+    :func:`rebind_sizes`). Raises what loading raises, or
+    AttributeError / TypeError for a missing or malformed harness."""
     if not _in_project(project):
         harness = load_module("accelopt_harness", source, f"<harness:{source_name}>")
     else:
@@ -75,7 +84,20 @@ def load_harness(source: str, source_name: str, project: dict | None = None) -> 
         path = project.get("harness_path") or project["kernel_path"]
         install({**project["files"], path: source}, {path: f"<harness:{path}>"})
         harness = importlib.import_module(module_of(path)[0])
-    return Harness(harness.get_inputs, harness.reference, dict(harness.BENCH))
+    loaded = Harness(harness.get_inputs, harness.reference, dict(harness.BENCH), module=harness)
+    if sizes:
+        rebind_sizes(loaded, project)
+    return loaded
+
+
+def rebind_sizes(harness: Harness, project: dict | None) -> None:
+    """Pin / scale the loaded harness's module-level sizes as the request's ``sizes`` says
+    (:func:`.sizes.apply_sizes`; sets :attr:`Harness.sizes`). Measuring the inputs on the
+    meta device may make torch replace some of its own functions lazily: the judge checks the
+    harness for reference poisoning before this. Raises nothing for a bad spec."""
+    from .sizes import apply_sizes
+
+    harness.sizes = apply_sizes((project or {}).get("sizes"), harness.module)
 
 
 def load_candidate(source: str, filename: str, entry: str, project: dict | None = None):
@@ -83,7 +105,9 @@ def load_candidate(source: str, filename: str, entry: str, project: dict | None 
     :data:`CANDIDATE_MODULE`. With a ``project``: the candidate replaces the kernel module in
     the closure and is imported under its real name (compiled as ``filename``); the entry is
     the harness module's ``BENCH["entry"]`` when the harness has its own file, else
-    ``entry_expr`` (or the name ``entry``) in the candidate module. Raises what loading raises,
+    ``entry_expr`` (or the name ``entry``) in the candidate module; the harness module's sizes
+    are rebound as in :func:`load_harness` (``ModelNew(*get_init_inputs())`` matches the
+    reference's inputs). Raises what loading raises,
     AttributeError when the entry is missing, TypeError when it is not callable."""
     if not _in_project(project):
         module = load_module(CANDIDATE_MODULE, source, filename)
@@ -95,6 +119,9 @@ def load_candidate(source: str, filename: str, entry: str, project: dict | None 
     name = module_of(kpath)[0]
     if project.get("harness_path"):
         harness = importlib.import_module(module_of(project["harness_path"])[0])
+        from .sizes import apply_sizes
+
+        apply_sizes(project.get("sizes"), harness)
         launcher = harness.BENCH["entry"]
     else:
         launcher = _entry_of(importlib.import_module(name), entry, project.get("entry_expr"))
