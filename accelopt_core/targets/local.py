@@ -65,7 +65,9 @@ def discover_nki_stack(python: str) -> dict:
             return {}
     from importlib import resources
 
-    source = resources.files("accelopt_core.onsite.runtime").joinpath("stacks.py").read_text("utf-8")
+    source = (
+        resources.files("accelopt_core.onsite.runtime").joinpath("stacks.py").read_text("utf-8")
+    )
     try:
         done = subprocess.run(
             [python, "-c", source + _NKI_STACK_MAIN], capture_output=True, text=True, timeout=60
