@@ -42,7 +42,7 @@ from accelopt_core.configfiles import (
     read_layer,
     resolve,
 )
-from accelopt_core.settings import SECTION, Settings, clean_settings
+from accelopt_core.settings import GPU_NAMES, SECTION, Settings, clean_settings
 
 #: ``--flag`` (argparse dest) -> key of the ``search`` settings section.
 _SEARCH_FLAGS = (
@@ -93,6 +93,8 @@ def _flag_layer(args: argparse.Namespace) -> dict[str, Any]:
         flags["target"] = args.target
     if getattr(args, "memory_dir", None):
         flags["memoryDir"] = args.memory_dir
+    if getattr(args, "gpu", None):
+        flags["gpu"] = args.gpu
     for flag, key in _LLM_FLAGS:
         if getattr(args, flag, None):
             flags["llm"][key] = getattr(args, flag)
@@ -170,6 +172,18 @@ def _add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON report on stdout")
 
 
+def _add_gpu_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gpu",
+        choices=GPU_NAMES,
+        metavar="GPU",
+        help="the GPU the Triton kernels are compiled for and checked against (registers, "
+        "spills, occupancy; a kernel that cannot compile or launch there is rejected): "
+        + ", ".join(repr(name) for name in GPU_NAMES)
+        + "; default: the setting accelopt.gpu ('H100 SXM5')",
+    )
+
+
 _HARNESS_HELP = (
     "harness file that measures the kernel module PATH (get_inputs/reference/BENCH importing "
     "the entry from PATH), or a KernelBench problem whose Model is the reference of PATH's ModelNew"
@@ -198,6 +212,7 @@ def _add_optimize_parser(sub: Any) -> None:
     opt.add_argument(
         "--write", action="store_true", help="write the best candidate into the kernel module"
     )
+    _add_gpu_option(opt)
     _add_common_options(opt)
 
 
@@ -206,6 +221,7 @@ def _add_profile_parser(sub: Any) -> None:
     prof.add_argument("path", help="kernel file, or a harness file that imports its kernel")
     prof.add_argument("--harness", help=_HARNESS_HELP)
     prof.add_argument("--kernel")
+    _add_gpu_option(prof)
     _add_common_options(prof)
 
 

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from accelopt_cli import render
 from accelopt_cli.kernel_args import choose_kernel, load_kernel
+from accelopt_cli.render_device import ranking_needs_timing
+from accelopt_core import devicefacts
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.settings import Settings
 
@@ -56,6 +59,10 @@ async def optimize(args: argparse.Namespace, settings: Settings, out: Console, e
         Path(kf.path).write_text(report.best.source, encoding="utf-8")
         err.print(f"wrote the best candidate ({report.best.speedup:.2f}x) to {kf.path}")
     if report.baseline.result.status != "ok":
+        if devicefacts.not_timed(report.baseline.result.metrics):
+            reason = ranking_needs_timing(report.baseline.result.metrics)
+            err.print(f"[red]error:[/] {escape(reason)}", soft_wrap=True)
+            return 1
         err.print(f"[red]error:[/] the baseline is not usable: {report.baseline.result.summary()}")
         return 1
     return 0

@@ -2,7 +2,9 @@
 
 One evaluation through :class:`accelopt_core.engine.Engine` on the configured target; prints the
 result's summary and the latency median with p20/p80 (ms), or one JSON object with ``--json``.
-Exit status 0 when the kernel came back correct, 1 otherwise.
+Exit status 0 when the kernel came back correct, or when the CPU interpreter cannot run it but
+it compiles for the GPU (``metrics["not_timed"]``: its device facts are shown, "not timed"), 1
+otherwise.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from rich.console import Console
 
 from accelopt_cli import render
 from accelopt_cli.kernel_args import choose_kernel, load_kernel
+from accelopt_core import devicefacts
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.settings import Settings
@@ -42,12 +45,13 @@ async def profile(args: argparse.Namespace, settings: Settings, out: Console, er
         return 1
     if args.json:
         data = {"path": args.path, "kernel": kernel, "target": settings.target}
+        data["gpu"] = settings.gpu_name  # the configured GPU; metrics["gpu"] has its facts
         data.update(render.workload_fields(kf))
         print(json.dumps({**data, **result.to_dict()}, indent=2))
     else:
         render.print_workload(out, kf)
         render.print_profile(out, err, result, args.path)
-    return 0 if result.ok else 1
+    return 0 if result.ok or devicefacts.not_timed(result.metrics) else 1
 
 
 async def _evaluate(

@@ -22,6 +22,8 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
+from accelopt_cli.render_device import device_lines, ranking_needs_timing, result_warnings
+from accelopt_core import devicefacts
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.memory import Experience, timing_label
 from accelopt_core.onsite.judge.compare import shape_text
@@ -136,6 +138,14 @@ def print_search_report(
     (the file at ``path``)."""
     out.print(f"[bold]{kf.path}[/] :: {kernel} on {report.target} ({report.proposer} proposer)")
     out.print(f"baseline: {report.baseline.result.summary()}")
+    base = report.baseline.result.metrics
+    checked = devicefacts.derived_summary(base)
+    if checked:
+        out.print(f"shapes: {checked} (every candidate)")
+    if devicefacts.not_timed(base):
+        for line in devicefacts.gpu_lines(base):
+            out.print(escape(line), highlight=False, soft_wrap=True)
+        out.print(f"[yellow]{escape(ranking_needs_timing(base))}[/]", soft_wrap=True)
     if report.candidates:
         out.print(candidates_table(report))
     else:
@@ -147,6 +157,8 @@ def print_search_report(
         out.print("best candidate's profile:")
         for line in metrics_lines(report.best.result.metrics):
             out.print(f"  {line}")
+        for line in devicefacts.gpu_lines(report.best.result.metrics):
+            out.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
     for warning in report.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
     if report.best:
@@ -162,8 +174,15 @@ def print_profile(out: Console, err: Console, result: EvalResult, path: str) -> 
     """The human form of ``accelopt profile``: the result's summary, then the latency median
     with p20/p80 (ms), GB/s and TFLOP/s (not when timed on the host: the Triton interpreter or
     the NKI simulator), device and timing, the NKI profile metrics
-    (:func:`accelopt_core.search.report.metrics_lines`) and the host-timing note."""
-    out.print(f"[bold]{path}[/]: {result.summary()}")
+    (:func:`accelopt_core.search.report.metrics_lines`), the GPU facts of the compile stage
+    and the shapes checked (:mod:`accelopt_core.devicefacts`) and the host-timing note. A kernel
+    the CPU interpreter cannot run but the GPU compiles is headed ``not timed: ...``."""
+    untimed = devicefacts.not_timed_line(result.metrics)
+    if untimed:
+        out.print(f"[bold]{path}[/]: {escape(untimed)}", soft_wrap=True)
+        out.print(f"[dim]interpreter run: {escape(result.summary())}[/]", soft_wrap=True)
+    else:
+        out.print(f"[bold]{path}[/]: {result.summary()}")
     if result.ok and result.p20_ms is not None:
         line = f"latency median {result.latency_ms:.4g} ms (p20 {result.p20_ms:.4g}, p80 {result.p80_ms:.4g})"
         if result.timing not in HOST_TIMING_NOTES and result.gbps is not None:
@@ -175,10 +194,12 @@ def print_profile(out: Console, err: Console, result: EvalResult, path: str) -> 
         out.print(line)
     for line in shape_lines(result.metrics) if result.ok else []:
         out.print(line)
+    for line in device_lines(result.metrics):
+        out.print(escape(line), highlight=False, soft_wrap=True)
     if result.ok and result.timing in HOST_TIMING_NOTES:
         out.print(f"[yellow]{HOST_TIMING_NOTES[result.timing]}[/]")
-    for warning in result.warnings:
-        err.print(f"[yellow]warning:[/] {warning}")
+    for warning in result_warnings(result):
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
 
 
 def workload_fields(kf: KernelFile) -> dict:
@@ -360,7 +381,8 @@ def print_hacks(out: Console, exps: list[Experience], title: str) -> None:
 
 
 def print_experience(out: Console, exp: Experience) -> None:
-    """One experience in full: a header panel, its rule, its plan and the slow -> fast diff."""
+    """One experience in full: a header panel, its rule, its plan, what it changed on the GPU
+    (registers, occupancy, spills, shared memory, SASS; issue 21) and the slow -> fast diff."""
     sign = "positive" if exp.positive else "negative"
     if exp.hack:
         sign = f"reward hack caught by: {exp.hack}"
@@ -379,6 +401,12 @@ def print_experience(out: Console, exp: Experience) -> None:
     if exp.plan.strip():
         out.print("[bold]plan[/]")
         out.print(escape(exp.plan))
+    facts = exp.gpu_facts or {}
+    change = devicefacts.facts_change(facts.get("before"), facts.get("after"))
+    if change:
+        out.print("[bold]on the GPU (slow → fast)[/]")
+        for line in change:
+            out.print(escape(line), highlight=False)
     diff = "".join(
         difflib.unified_diff(
             exp.slow_source.splitlines(keepends=True),

@@ -174,6 +174,7 @@ def _check_request(settings: Settings, backend: str, timeout_s: float | None) ->
         memory_limit_mb=ev.memory_limit_mb,
         peaks=peak_table(),
         source_name="accelopt_check_add.py",
+        gpu=settings.gpu_name,  # issue 21: the check compiles for the configured GPU too
     )
 
 

@@ -7,7 +7,12 @@
   harness";
 * a failed on-save profile: one error on the offending line (the failure's line if the worker
   reported one, else the kernel's name), with the status as code, e.g. ``compile_error`` or
-  ``incorrect`` with the maximum error. They are replaced by the next profile (cleared when fixed).
+  ``incorrect`` with the maximum error; a kernel that does not compile or cannot launch on the
+  configured GPU (issue 21) has the code ``gpu-compile`` / ``gpu-launch``, and one the CPU
+  interpreter cannot run but the GPU compiles is *information* (code ``not-timed``: "time it on
+  a GPU target"). They are replaced by the next profile (cleared when fixed);
+* register spills on the configured GPU: a *warning* on the kernel's name (code ``spills``),
+  never an error.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Sequence
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
+from accelopt_core import devicefacts
 from accelopt_core.kernelfile import KernelFile, KernelInfo
 from accelopt_core.onsite.protocol import EvalResult
 
@@ -71,10 +77,45 @@ def failure_message(kernel: str, result: EvalResult) -> str:
     return text
 
 
+#: Message prefixes of the compile stage's failures (contracts: "does not compile for sm_90
+#: (H100 SXM5): ...", "cannot launch on H100 SXM5 (sm_90): ...") -> diagnostic code.
+_GPU_FAILURES = (("does not compile for ", "gpu-compile"), ("cannot launch on ", "gpu-launch"))
+
+
+def _code_and_severity(result: EvalResult) -> tuple[str, types.DiagnosticSeverity]:
+    """The diagnostic code and severity of a failed profile (see the module docstring)."""
+    if devicefacts.not_timed(result.metrics):
+        return "not-timed", types.DiagnosticSeverity.Information
+    for prefix, code in _GPU_FAILURES:
+        if (result.message or "").startswith(prefix):
+            return code, types.DiagnosticSeverity.Error
+    return result.status, types.DiagnosticSeverity.Error
+
+
+def spill_diagnostics(
+    kernel: KernelInfo, result: EvalResult, lines: Sequence[str], codec: PositionCodec
+) -> list[types.Diagnostic]:
+    """One warning (code ``spills``) on the kernel's name for each of its compiled launches
+    that spills registers on the configured GPU (:func:`accelopt_core.devicefacts.spill_warnings`)."""
+    rng = to_lsp_range(lines, codec, kernel.name_range)
+    return [
+        types.Diagnostic(
+            range=rng,
+            message=message,
+            severity=types.DiagnosticSeverity.Warning,
+            code="spills",
+            source=SOURCE,
+        )
+        for name, message in devicefacts.spill_warnings(result.metrics)
+        if name == kernel.name
+    ]
+
+
 def profile_diagnostic(
     kernel: KernelInfo, result: EvalResult, lines: Sequence[str], codec: PositionCodec
 ) -> types.Diagnostic:
-    """One error diagnostic for a failed profile, on ``result.line`` when the worker located the
+    """One diagnostic for a failed profile (an error; information for a kernel the CPU
+    interpreter cannot run), on ``result.line`` when the worker located the
     failure in this file (the whole line, indentation skipped), else on the kernel's name."""
     if result.line and 1 <= result.line <= len(lines):
         text = lines[result.line - 1].rstrip("\r\n")
@@ -85,10 +126,12 @@ def profile_diagnostic(
         )
     else:
         rng = to_lsp_range(lines, codec, kernel.name_range)
+    code, severity = _code_and_severity(result)
+    untimed = devicefacts.not_timed_line(result.metrics)
     return types.Diagnostic(
         range=rng,
-        message=failure_message(kernel.name, result),
-        severity=types.DiagnosticSeverity.Error,
-        code=result.status,
+        message=f"{kernel.name}: {untimed}" if untimed else failure_message(kernel.name, result),
+        severity=severity,
+        code=code,
         source=SOURCE,
     )

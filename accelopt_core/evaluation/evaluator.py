@@ -8,19 +8,24 @@ target. Re-timing a finalist (:attr:`Evaluator.retime`) is the same path with th
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import functools
 import time
 
 from accelopt_core.evaluation.cache import EvaluationCache, cache_key
+from accelopt_core.kernelfile.sizes import SizePlan
 from accelopt_core.kernelfile.workload import BenchContext
 from accelopt_core.onsite.gate.precheck import precheck
-from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.onsite.judge.roofline import peak_table
+from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets.base import Target
 
 __all__ = ["Evaluator"]
+
+#: Gate verdicts an evaluator keeps (a search meets a few hundred distinct candidates).
+GATED_KEPT = 1024
 
 
 class Evaluator:
@@ -56,6 +61,8 @@ class Evaluator:
         self.gate_rejections = 0
         self._probed = False
         self._probe_lock = asyncio.Lock()
+        self._peaks = peak_table()  # constant (datasheet figures): built once, read only
+        self._gated: dict[tuple[str, str, str, str | None], dict | None] = {}
 
     async def _ensure_probed(self) -> None:
         """Remote targets know their real fingerprint (device names, versions) and capacity
@@ -84,10 +91,13 @@ class Evaluator:
         baseline_source: str | None = None,
         context: BenchContext | None = None,
         entry_expr: str | None = None,
+        sizes: SizePlan | None = None,
+        derived_shapes: list[dict] | None = None,
     ) -> EvalRequest:
         """The request the settings describe (seeds 1..N, warm-up/rep ms, timeout, memory
         limit, the peak table of :func:`accelopt_core.onsite.judge.roofline.peak_table`), with the
-        import closure and harness of ``context`` (issue 13) when given."""
+        import closure and harness of ``context`` (issue 13) when given, and the harness's
+        ``sizes`` under the setting ``evaluation.sizes`` (issue 24)."""
         ev = self.settings.evaluation
         project = context.request_fields() if context is not None else {}
         harness = original_source
@@ -106,9 +116,12 @@ class Evaluator:
             rep_ms=ev.rep_ms,
             timeout_s=ev.timeout_s,
             memory_limit_mb=ev.memory_limit_mb,
-            peaks=peak_table(),
+            peaks=self._peaks,
             timing=self.timing,  # type: ignore[arg-type]
             source_name=source_name,
+            sizes=sizes.request_field(ev.sizes) if sizes is not None else {},
+            derived_shapes=derived_shapes,
+            gpu=self.settings.gpu_name,  # issue 21: None when the setting is "none"
         )
 
     async def evaluate(
@@ -122,6 +135,9 @@ class Evaluator:
         baseline_source: str | None = None,
         context: BenchContext | None = None,
         entry_expr: str | None = None,
+        tree: ast.Module | None = None,
+        sizes: SizePlan | None = None,
+        derived_shapes: list[dict] | None = None,
     ) -> EvalResult:
         """Evaluate ``candidate_source`` against the harness of ``original_source``.
 
@@ -138,6 +154,15 @@ class Evaluator:
                 (:attr:`~accelopt_core.kernelfile.KernelFile.context`): its import closure
                 and a harness in its own file; None for a standalone file.
             entry_expr: ``BENCH["entry"]`` when it is an expression (``RMSNorm.apply``).
+            sizes: the harness's module-level sizes (:attr:`HarnessInfo.sizes`), scaled for
+                the CPU interpreter on the target.
+            derived_shapes: the derived shapes to check the candidate on (issue 22: the
+                baseline's ``metrics["derived_shapes"]["used"]``); None derives them (the
+                baseline's own evaluation, a profile).
+            tree: ``candidate_source`` already parsed (read, not mutated), so the gate does not
+                parse it again.
+
+        The gate's verdict on a source is kept: re-timing a candidate does not gate it again.
 
         Returns the :class:`EvalResult`; never raises for a bad candidate. Cancelling the
         awaiting task cancels the target's evaluation.
@@ -145,7 +170,7 @@ class Evaluator:
         start = time.monotonic()
         baseline = baseline_source or original_source
         module = context.kernel_module if context is not None else None
-        pre = precheck(candidate_source, entry, baseline, f"<candidate:{source_name}>", module)
+        pre = self._gate(candidate_source, entry, baseline, source_name, module, tree)
         if pre is not None:
             self.gate_rejections += 1
             result = EvalResult.from_dict(pre)
@@ -159,6 +184,8 @@ class Evaluator:
             baseline_source=baseline_source,
             context=context,
             entry_expr=entry_expr,
+            sizes=sizes,
+            derived_shapes=derived_shapes,
         )
         return await self._run(request, use_cache=use_cache)
 
@@ -166,6 +193,27 @@ class Evaluator:
     #: :meth:`evaluate` again on the target, bypassing the cache (re-timing finalists: every
     #: evaluation on a target runs in a fresh process); the fresh result replaces the cached one.
     retime = functools.partialmethod(evaluate, use_cache=False)
+
+    def _gate(
+        self,
+        source: str,
+        entry: str,
+        baseline: str,
+        source_name: str,
+        module: str | None,
+        tree: ast.Module | None,
+    ) -> dict | None:
+        """:func:`precheck`'s verdict on ``source``, computed once per (source, entry,
+        baseline, module): the gate is deterministic, and a finalist is evaluated again in
+        every A/B re-timing round."""
+        key = (source, entry, baseline, module)
+        if key in self._gated:
+            return self._gated[key]
+        verdict = precheck(source, entry, baseline, f"<candidate:{source_name}>", module, tree)
+        if len(self._gated) >= GATED_KEPT:
+            self._gated.clear()
+        self._gated[key] = verdict
+        return verdict
 
     async def _run(self, request: EvalRequest, *, use_cache: bool) -> EvalResult:
         """The cached result of ``request`` (when ``use_cache``), else the target's, stored in

@@ -18,7 +18,7 @@ import re
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ _STR_FIELDS = (
     "title",
     "rule",
 )
-_OPTIONAL_FIELDS = ("seen", "plan", "updated_at", "hack", "judge_version")
+_OPTIONAL_FIELDS = ("seen", "plan", "updated_at", "hack", "judge_version", "gpu_facts")
 
 
 def timing_label(timing: str) -> str:
@@ -115,6 +115,11 @@ class Experience:
         judge_version: :data:`~accelopt_core.onsite.protocol.JUDGE_VERSION` of the judge that
             verified the observation; ``"1"`` (:data:`LEGACY_JUDGE_VERSION`) for experiences
             stored before experiences recorded it (``accelopt memory recheck`` lists those).
+        gpu_facts: what the rewrite did on the GPU the kernels were compiled for (issue 21):
+            ``{"before": ..., "after": ...}``, each
+            :func:`accelopt_core.devicefacts.compact_facts` of the slow and the fast result
+            (``arch``, ``device``, per kernel ``registers``, ``spill_bytes``, ``shared_bytes``,
+            ``occupancy`` %, ``limiter``, SASS counts); ``{}`` when neither was compiled.
     """
 
     id: str
@@ -135,6 +140,7 @@ class Experience:
     updated_at: float = 0.0
     hack: str | None = None
     judge_version: str = LEGACY_JUDGE_VERSION
+    gpu_facts: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -166,6 +172,7 @@ class Experience:
         created_at: float | None = None,
         hack: str | None = None,
         judge_version: str = JUDGE_VERSION,
+        gpu_facts: dict[str, Any] | None = None,
     ) -> Experience:
         """A new experience with its id and timestamps filled in, judged by ``judge_version``
         (default: the current judge).
@@ -203,6 +210,7 @@ class Experience:
             updated_at=now,
             hack=hack.strip() if hack is not None else None,
             judge_version=judge_version,
+            gpu_facts=dict(gpu_facts or {}),
         )
 
     @property
@@ -218,8 +226,9 @@ class Experience:
     def from_dict(cls, data: Any) -> Experience:
         """Validate and build an experience from :meth:`to_dict` output.
 
-        Unknown keys are ignored; ``seen``, ``plan``, ``updated_at``, ``hack`` (None) and
-        ``judge_version`` (``"1"``: records written before it existed) are optional. Raises
+        Unknown keys are ignored; ``seen``, ``plan``, ``updated_at``, ``hack`` (None),
+        ``judge_version`` (``"1"``: records written before it existed) and ``gpu_facts``
+        (``{}``) are optional. Raises
         ValueError naming the first missing or mistyped field.
         """
         if not isinstance(data, dict):
@@ -244,6 +253,8 @@ def _check_types(values: dict[str, Any]) -> None:
             raise ValueError(f"field {name!r} must be a string")
     if values.get("hack") is not None and not isinstance(values["hack"], str):
         raise ValueError("field 'hack' must be a string or null")
+    if "gpu_facts" in values and not isinstance(values["gpu_facts"], dict):
+        raise ValueError("field 'gpu_facts' must be an object")
     if not isinstance(values["positive"], bool):
         raise ValueError("field 'positive' must be true or false")
     for name in ("speedup", "created_at", "updated_at"):
@@ -301,6 +312,7 @@ def merge(old: Experience, new: Experience, *, add_seen: bool) -> Experience:
         updated_at=max(old.updated_at, new.updated_at),
         hack=newer.hack or old.hack,
         judge_version=judged,
+        gpu_facts=newer.gpu_facts or old.gpu_facts,
     )
 
 

@@ -31,8 +31,11 @@ HARNESS_VERSION = "1"
 #: candidate, timing checks). Recorded with every result and experience, part of cache keys;
 #: raise it whenever a rule gets stricter, so results of a weaker judge can be re-checked
 #: (``accelopt memory recheck``). Issue 10 made it "2"; issue 13 "3" (every
-#: ``@triton.autotune`` config checked, every shape of ``BENCH["shapes"]`` checked).
-JUDGE_VERSION = "3"
+#: ``@triton.autotune`` config checked, every shape of ``BENCH["shapes"]`` checked); issues 21
+#: and 22 "4" (every launch compiled for the target GPU: a kernel that does not compile or
+#: cannot launch there is incorrect; every candidate checked on the derived shapes the
+#: baseline is correct on).
+JUDGE_VERSION = "4"
 
 #: Prefix of the worker's one result line, the last line of its stdout.
 SENTINEL = "@@ACCELOPT_RESULT@@ "
@@ -114,6 +117,22 @@ class EvalRequest:
             a plain name (``RMSNorm.apply``, ``functools.partial(rms_norm, eps=1e-6)``);
             evaluated in the candidate module. With ``harness_path`` the harness's own
             ``BENCH["entry"]`` is used.
+        derived_shapes: issue 22. None: derive shapes from the harness's inputs and report in
+            ``metrics["derived_shapes"]`` which are usable (the baseline's evaluation: a derived
+            shape is used only where the reference runs and the evaluated code is correct on
+            it). A list (the baseline's ``metrics["derived_shapes"]["used"]``, copied by the
+            host): check the candidate on exactly these, never timed
+            (:mod:`.judge.derived_checks`).
+        gpu: issue 21. The GPU the Triton kernels are for (``H100 SXM5``, ``H100 PCIe``,
+            ``H200``, ``A100``, ``B200``: :mod:`.triton.devices`); every launch is compiled for
+            its architecture (:mod:`.triton.stage`), on a CUDA target for the GPU found there.
+            None: no compile stage.
+        sizes: the harness's module-level sizes (issue 24;
+            :meth:`accelopt_core.kernelfile.sizes.SizePlan.request_field`): ``{"module": key of
+            files holding them or None (the harness module), "names": {name: published int},
+            "fixed": {name: why not rebindable}, "mode": "auto" | "published", "pin": {name:
+            int}}``; the target pins ``pin`` and, under the CPU interpreter in ``auto`` mode,
+            scales ``names`` down (:mod:`.runtime.sizes`). Empty: nothing rebound.
     """
 
     candidate_source: str
@@ -134,6 +153,9 @@ class EvalRequest:
     kernel_path: str | None = None
     harness_path: str | None = None
     entry_expr: str | None = None
+    derived_shapes: list[dict[str, Any]] | None = None
+    gpu: str | None = "H100 SXM5"
+    sizes: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form, the worker's stdin."""

@@ -15,6 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from accelopt_core import devicefacts
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers.base import ROLES, ProposalContext
 
@@ -106,12 +107,15 @@ def proposal_hint(i: int, n: int) -> str:
 
 def format_profile(result: EvalResult, baseline: EvalResult | None = None) -> str:
     """The planner's view of one evaluation: latency (ms, median with p20/p80), timing mode,
-    device, % of peak and bound, achieved GB/s and TFLOP/s, and the speedup over the baseline
+    device, % of peak and bound, achieved GB/s and TFLOP/s, the NKI profile metrics, the GPU
+    facts of the compile stage and the shapes checked
+    (:func:`accelopt_core.devicefacts.prompt_lines`), and the speedup over the baseline
     (baseline latency / this latency). Missing numbers are left out."""
     lines: list[str] = []
     if not result.ok:
         lines.append(f"status: {result.status} ({result.message or 'no message'})")
     lines += _timing_lines(result) + _roofline_lines(result) + _metric_lines(result)
+    lines += devicefacts.prompt_lines(getattr(result, "metrics", None))
     if (
         baseline is not None
         and baseline.latency_ms
@@ -202,8 +206,9 @@ def format_experiences(experiences: list[Any], *, positive: bool) -> str:
     """Memory items for the planner, one per line: ``- [1.8x, softmax on H100] title: rule``.
 
     Items are duck-typed (``accelopt_core.memory.Experience``: ``title``, ``rule``,
-    ``speedup``, ``kernel_name``, ``device``, ``timing``, ``hack``; missing attributes are
-    skipped). Reward-hack experiences (``hack`` set) are not rules: they follow the others as
+    ``speedup``, ``kernel_name``, ``device``, ``timing``, ``hack``, ``gpu_facts``: what the
+    rewrite changed on the GPU, e.g. ``GPU: k on sm_90: registers 44→32, occupancy
+    50%→75% ...``; missing attributes are skipped). Reward-hack experiences (``hack`` set) are not rules: they follow the others as
     a separate :func:`format_hacks` section (at most :data:`MAX_HACKS_SHOWN`)."""
     hacks = [e for e in experiences if getattr(e, "hack", None)]
     rules = [e for e in experiences if not getattr(e, "hack", None)]
@@ -244,7 +249,10 @@ def _experience_line(exp: Any) -> str:
     if timing in ("interpreter", "simulated"):
         tags.append("interpreter-timed" if timing == "interpreter" else "simulator-timed")
     tag = f"[{', '.join(tags)}] " if tags else ""
-    return f"- {tag}{title}: {rule}" if rule and rule != title else f"- {tag}{title}"
+    line = f"- {tag}{title}: {rule}" if rule and rule != title else f"- {tag}{title}"
+    facts = getattr(exp, "gpu_facts", None) or {}
+    change = devicefacts.facts_change(facts.get("before"), facts.get("after"))
+    return line + "".join(f"\n  GPU: {c}" for c in change[:2])
 
 
 def format_error(result: EvalResult) -> str:

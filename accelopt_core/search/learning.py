@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from accelopt_core.devicefacts import before_after
 from accelopt_core.kernelfile import KernelInfo, source_fingerprint
 from accelopt_core.proposers import Plan, Proposer
 from accelopt_core.search.candidate import Candidate
@@ -166,7 +167,8 @@ class Learner:
         *,
         positive: bool,
     ) -> Any:
-        """The :class:`accelopt_core.memory.Experience` of the step (ValueError when invalid)."""
+        """The :class:`accelopt_core.memory.Experience` of the step, with the GPU facts of both
+        sides (issue 21; ValueError when invalid)."""
         from accelopt_core.memory import Experience  # diskcache loads only with a memory
 
         return Experience.create(
@@ -183,4 +185,5 @@ class Learner:
             positive=positive,
             plan=fast.plan_text,
             judge_version=fast.result.judge_version,
+            gpu_facts=before_after(slow.result.metrics, fast.result.metrics),
         )

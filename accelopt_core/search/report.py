@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelopt_core.devicefacts import number
 from accelopt_core.proposers import Usage
 from accelopt_core.search.candidate import Candidate
 
@@ -34,10 +35,6 @@ _ENGINES = (
 )
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def format_bytes(n: float) -> str:
     """``512 B``, ``2.0 KiB``, ``1.5 MiB``, ``3.2 GiB`` (binary units)."""
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -56,25 +53,28 @@ def metrics_lines(metrics: Mapping[str, Any]) -> list[str]:
     · vector 43% · scalar 5% · GpSimd 0%``. Missing keys are left out."""
     memory = []
     for name, read, write in _TRAFFIC:
-        r, w = _num(metrics.get(read)), _num(metrics.get(write))
+        r, w = number(metrics.get(read)), number(metrics.get(write))
         if r is not None or w is not None:
             memory.append(f"{name} {format_bytes(r or 0)} read, {format_bytes(w or 0)} written")
-    save, reload = _num(metrics.get("spill_save_bytes")), _num(metrics.get("spill_reload_bytes"))
+    save, reload = (
+        number(metrics.get("spill_save_bytes")),
+        number(metrics.get("spill_reload_bytes")),
+    )
     if save is not None or reload is not None:
         memory.append(
             f"spills {format_bytes(save or 0)} saved, {format_bytes(reload or 0)} reloaded"
         )
     compute = []
-    flops = _num(metrics.get("hardware_flops"))
+    flops = number(metrics.get("hardware_flops"))
     if flops is not None:
         compute.append(f"{flops / 1e6:.3g} MFLOP")
-    intensity = _num(metrics.get("mm_arithmetic_intensity"))
+    intensity = number(metrics.get("mm_arithmetic_intensity"))
     if intensity is not None:
         compute.append(f"matmul arithmetic intensity {intensity:.3g} FLOP/B")
     engines = [
         f"{name} {pct:.0f}%"
         for name, key in _ENGINES
-        if (pct := _num(metrics.get(key))) is not None
+        if (pct := number(metrics.get(key))) is not None
     ]
     if engines:
         compute.append("engines active: " + " · ".join(engines))
@@ -89,7 +89,9 @@ def metrics_lines(metrics: Mapping[str, Any]) -> list[str]:
 def busiest_engine(metrics: Mapping[str, Any]) -> str | None:
     """``vector engine 43% active``: the NKI engine with the largest active-time share, or
     None without engine metrics."""
-    shares = [(pct, name) for name, key in _ENGINES if (pct := _num(metrics.get(key))) is not None]
+    shares = [
+        (pct, name) for name, key in _ENGINES if (pct := number(metrics.get(key))) is not None
+    ]
     if not shares:
         return None
     pct, name = max(shares)
@@ -187,6 +189,8 @@ class SearchReport:
             "duplicates": self.duplicates,
             "failures": dict(self.failures),
             "baseline": self.baseline.to_dict(),
+            # issue 22: the derived shapes every candidate was checked on, and those skipped
+            "derived_shapes": self.baseline.result.metrics.get("derived_shapes"),
             "candidates": [c.to_dict(self.original_source, name) for c in self.candidates],
             "tokens": self.tokens,
             "cost_usd": round(self.cost_usd, 6),

@@ -18,10 +18,11 @@ import dataclasses
 from collections.abc import Awaitable
 from typing import Any
 
+from accelopt_core.evaluation.derived import used_shapes
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.kernelfile.workload import eval_keywords
 from accelopt_core.onsite.protocol import EvalResult
-from accelopt_core.proposers.offline import timing_ignores_launch_params
+from accelopt_core.proposers.offline_tunables import timing_ignores_launch_params
 from accelopt_core.search.candidate import Candidate, launch_only_change, slower_of
 from accelopt_core.search.events import CandidateEvaluated, Subscribers
 from accelopt_core.search.report import Tally
@@ -79,8 +80,13 @@ class Trials:
     @property
     def _where(self) -> dict:
         """The evaluator's keywords that say where the kernel lives: its file name, its
-        project context and the entry expression (:func:`.workload.eval_keywords`)."""
-        return eval_keywords(self._original)
+        project context and the entry expression (:func:`.workload.eval_keywords`); once
+        the baseline is evaluated, the derived shapes it was correct on, which every later
+        evaluation checks (issue 22, :func:`~accelopt_core.evaluation.derived.used_shapes`)."""
+        where = eval_keywords(self._original)
+        if self.baseline is not None:
+            where["derived_shapes"] = used_shapes(self.baseline.result)
+        return where
 
     @property
     def source_name(self) -> str:
@@ -113,7 +119,7 @@ class Trials:
             return None
         self.seen[cand.id] = cand  # reserved before awaiting: a concurrent duplicate is skipped
         cand.result = await self._evaluator.evaluate(
-            self._original.source, cand.source, self._entry, **self._where
+            self._original.source, cand.source, self._entry, tree=cand.tree, **self._where
         )
         self._tally.evaluated += 1
         await self._check_plausible(cand)
@@ -128,7 +134,7 @@ class Trials:
         """A second, independent evaluation of ``cand`` in a fresh process (cache bypassed);
         ``cand`` itself is left as it is."""
         result = await self._evaluator.retime(
-            self._original.source, cand.source, self._entry, **self._where
+            self._original.source, cand.source, self._entry, tree=cand.tree, **self._where
         )
         self._tally.evaluated += 1
         return result

@@ -92,6 +92,25 @@ def no_harness(kernel_file: KernelFile) -> str:
     )
 
 
+def harness_gap(kernel_file: KernelFile) -> str:
+    """What keeps a file's harness from running, as a lens says it: ``no benchmark harness (see
+    the code action)`` when it has none, ``the harness lacks reference(*inputs) (see Problems)``
+    when parts are missing, else ``the harness has N error(s) (see Problems)``."""
+    harness = kernel_file.harness
+    if harness is None:
+        return "no benchmark harness (see the code action)"
+    parts = (
+        ("get_inputs(seed, device)", harness.get_inputs),
+        ("reference(*inputs)", harness.reference),
+        ("BENCH", harness.bench),
+    )
+    missing = [name for name, where in parts if where is None]
+    if missing:
+        return f"the harness lacks {' and '.join(missing)} (see Problems)"
+    errors = sum(p.severity == "error" for p in harness.problems) or 1
+    return f"the harness has {errors} error(s) (see Problems)"
+
+
 def runnable(kernel_file: KernelFile) -> bool:
     """True when the file's harness is complete (it can be profiled and optimized)."""
     return kernel_file.harness is not None and kernel_file.harness.complete

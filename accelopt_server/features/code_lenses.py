@@ -18,15 +18,16 @@ from lsprotocol import types
 
 from accelopt_core.textdiff import split_lines
 
-from .. import present
+from .. import device_present, present
 from ..edits import to_lsp_position
-from .base import LanguageFeature, command_args, refusal, runnable
+from .base import LanguageFeature, command_args, harness_gap, refusal, runnable
 from .harness_documents import HarnessDocumentsFeature
 from .harnesses import HarnessFeature
 from .results import ResultsFeature
 
 if TYPE_CHECKING:
     from accelopt_core.kernelfile import KernelFile, KernelInfo
+    from accelopt_core.onsite.protocol import EvalResult
 
     from ..documents import DocState, KernelDocument
 
@@ -53,17 +54,19 @@ class CodeLensFeature(LanguageFeature):
         for kernel in kf.kernels:
             start = to_lsp_position(lines, doc.position_codec, kernel.range.start_line - 1, 0)
             rng = types.Range(start=start, end=start)
-            for title, command, args in await self._kernel_lenses(uri, kf, st, kernel):
-                cmd = types.Command(title=title, command=command, arguments=args)
+            for title, command, args, *tip in await self._kernel_lenses(uri, kf, st, kernel):
+                cmd = types.Command(
+                    title=title, command=command, arguments=args, tooltip=tip[0] if tip else None
+                )
                 lenses.append(types.CodeLens(range=rng, command=cmd))
         return lenses
 
     async def _kernel_lenses(
         self, uri: str, kf: KernelFile, st: DocState, kernel: KernelInfo
-    ) -> list[tuple[str, str, list[Any]]]:
-        """(title, command, arguments) of one kernel's lenses. Every lens runs a registered
-        command (Neovim runs whichever lens is on the line): a label shows the kernel's status
-        (``accelopt.showStatus``)."""
+    ) -> list[tuple[Any, ...]]:
+        """(title, command, arguments[, tooltip]) of one kernel's lenses. Every lens runs a
+        registered command (Neovim runs whichever lens is on the line): a label shows the
+        kernel's status (``accelopt.showStatus``)."""
         status = ("accelopt.showStatus", [uri, kernel.name])
         job = self.ctx.jobs.active_job(uri, kernel.name)
         if job is not None:
@@ -76,10 +79,10 @@ class CodeLensFeature(LanguageFeature):
             title = f"AccelOpt: {len(several)} harness files measure this module · pick one"
             return [(title, "accelopt.pickHarness", [uri])]
         if not runnable(kf):
-            # it names the kernel so editors can find it (Show Memory works without a harness;
-            # the code action inserts a harness skeleton)
-            title = "AccelOpt: no benchmark harness (see the code action) · memory"
-            return [(title, "accelopt.showMemory", [uri, kernel.name])]
+            # it names the kernel so editors can find it (Show Memory works without a harness)
+            return [
+                (f"AccelOpt: {harness_gap(kf)} · memory", "accelopt.showMemory", [uri, kernel.name])
+            ]
         if kf.entry_for(kernel.name) is None:  # a device helper, or a kernel another harness times
             entry = kf.harness.entry if kf.harness else None
             title = (
@@ -87,12 +90,12 @@ class CodeLensFeature(LanguageFeature):
                 "kernel another harness measures) · no figure"
             )
             return [(title, *status)]
-        out: list[tuple[str, str, list[Any]]] = []
+        out: list[tuple[Any, ...]] = []
         entry = st.profiles.get(kernel.name)
         if st.profiling:
             out.append(("AccelOpt: profiling…", *status))
         elif entry is not None:
-            out.append((present.lens_summary(entry.result), "accelopt.profile", [uri, kernel.name]))
+            out += _profile_lenses(entry.result, kernel.name, uri, status)
         else:
             out.append(("Profile", "accelopt.profile", [uri, kernel.name]))
         offered = await self.ctx.feature(ResultsFeature).offered_candidates(uri, kf, kernel.name)
@@ -135,3 +138,24 @@ class CodeLensFeature(LanguageFeature):
         if entry is not None:
             out["profile"] = {**entry.result.to_dict(), "version": entry.version}
         return out
+
+
+def _profile_lenses(
+    result: EvalResult, kernel: str, uri: str, status: tuple[str, list[Any]]
+) -> list[tuple[Any, ...]]:
+    """The last profile's lenses: its summary (runs ``accelopt.profile``; the tooltip says
+    which shapes it was checked on, or why it was not timed) and, when the profile compiled
+    the kernel for the GPU (issue 21), ``AccelOpt · sm_90: 44 regs · occupancy 50%
+    (registers)`` (runs ``accelopt.showStatus``; the tooltip lists every compiled launch)."""
+    out: list[tuple[Any, ...]] = [
+        (
+            present.lens_summary(result),
+            "accelopt.profile",
+            [uri, kernel],
+            device_present.profile_tooltip(result),
+        )
+    ]
+    device = device_present.device_lens(result, kernel)
+    if device is not None:
+        out.append((device[0], *status, device[1]))
+    return out

@@ -22,6 +22,7 @@ from accelopt_core.textdiff import split_lines
 from .. import present
 from ..documents import kernel_source
 from ..edits import from_lsp_position, to_lsp_range
+from ..markdown import escape
 from .base import LanguageFeature, command_args, unknown_kernel
 
 if TYPE_CHECKING:
@@ -109,9 +110,9 @@ class HoverFeature(LanguageFeature):
         uri, kernel_name = command_args("accelopt.showMemory", args, ["uri", "kernelName"])
         doc, kf = await self.ctx.docs.parsed(uri)
         if doc is None or kf is None:
-            return f"_AccelOpt: no Triton or NKI kernel in {uri}_"
+            return f"_AccelOpt: no Triton or NKI kernel in {escape(uri)}_"
         if kernel_name not in kf.kernel_names:
-            return f"_AccelOpt: {unknown_kernel(kernel_name, kf)}_"
+            return f"_AccelOpt: {escape(unknown_kernel(kernel_name, kf))}_"
         kernel = kf.kernel(kernel_name)
         pos, neg, problem = await self.ctx.adapter.memory_for_kernel(
             self.ctx.settings(uri), kernel_source(kf, kernel), kernel.backend, None, _SHOW_TOP_K

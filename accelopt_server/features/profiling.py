@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelopt_core.textdiff import split_lines
 
-from ..diagnostics import profile_diagnostic
+from ..diagnostics import profile_diagnostic, spill_diagnostics
 from ..documents import DocState, ProfileEntry
 from .base import LanguageFeature, command_args, no_harness, refusal, runnable
 from .diagnostics import DiagnosticsFeature
@@ -78,8 +78,9 @@ class ProfilingFeature(LanguageFeature):
         groups: list[list[str]],
         outcomes: list[EvalResult],
     ) -> dict[str, EvalResult]:
-        """Keep each kernel's result and its failure diagnostic (one per failing line: the
-        kernels sharing an entry share a located failure)."""
+        """Keep each kernel's result, its spill warnings on the configured GPU and its failure
+        diagnostic (one per failing line: the kernels sharing an entry share a located
+        failure)."""
         lines = split_lines(kernel_file.source)
         codec = self.ctx.docs.position_codec(st.uri)
         results: dict[str, EvalResult] = {}
@@ -88,12 +89,12 @@ class ProfilingFeature(LanguageFeature):
             for name in names:
                 results[name] = result
                 st.profiles[name] = ProfileEntry(result, version)
-                st.profile_diagnostics[name] = []
+                kernel = kernel_file.kernel(name)
+                st.profile_diagnostics[name] = spill_diagnostics(kernel, result, lines, codec)
                 if not result.ok and not (failed_line_reported and result.line):
-                    kernel = kernel_file.kernel(name)
-                    st.profile_diagnostics[name] = [
+                    st.profile_diagnostics[name].append(
                         profile_diagnostic(kernel, result, lines, codec)
-                    ]
+                    )
                     failed_line_reported = True
                 log.info("profile of %s: %s", name, result.summary())
         return results

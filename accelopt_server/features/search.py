@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from accelopt_core.devicefacts import not_timed
+
 from ..jobs import planned_evaluations
 from .base import LanguageFeature, command_args, refusal
 from .results import ResultsFeature
@@ -190,5 +192,8 @@ def _summary(job: SearchJob) -> str:
             f"{job.kernel}: {len(report.candidates)} verified improvement(s), best "
             f"{best.speedup:.2f}x ({report.stopped_reason}); see the code actions on the kernel"
         )
+    untimed = not_timed(report.baseline.result.metrics) if report is not None else None
+    if untimed:  # issue 21: the kernel compiles for the GPU, the interpreter cannot run it
+        return f"{job.kernel}: not ranked: ranking needs timing on a GPU target; {untimed}"
     stopped = report.stopped_reason if report is not None else job.state
     return f"{job.kernel}: no verified improvement ({stopped})"

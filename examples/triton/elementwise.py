@@ -3,8 +3,10 @@
 Correct but launched with a tiny BLOCK_SIZE and one warp, so each program moves only a few
 elements: a larger block and more warps give the memory system something to do.
 
-Shapes: 2048 fp32 elements by default (the Triton interpreter runs one call in ~0.1 s);
-2**24 when device is "cuda" or ACCELOPT_SHAPE=large (ACCELOPT_SHAPE=small forces small).
+Shapes (``BENCH["shapes"]``, fp32 elements): 2048, 1024 and 777 under the Triton interpreter (one
+call in ~0.1 s); 2**24, 2**22 and 10,000,019 on CUDA or with ACCELOPT_SHAPE=large
+(ACCELOPT_SHAPE=small forces the small ones). The last shape is checked, never timed, and is no
+multiple of the block.
 """
 
 import math
@@ -41,13 +43,23 @@ def add_gelu(x, y):
 # --- benchmark harness ---------------------------------------------------------------------
 
 
-def _large(device: str) -> bool:
+#: Elements of BENCH["shapes"]: small under the Triton interpreter, GPU-sized on CUDA.
+SHAPES = {"small": [2048, 1024, 777], "large": [2**24, 2**22, 10_000_019]}
+
+
+def _large(device: str | None = None) -> bool:
+    """GPU-sized shapes on CUDA (ACCELOPT_SHAPE=large|small forces them). At import (no device)
+    CUDA is where TRITON_INTERPRET is not 1 (AccelOpt sets it for CPU runs) and a GPU is visible."""
     shape = os.environ.get("ACCELOPT_SHAPE", "")
-    return shape == "large" or (shape != "small" and str(device).startswith("cuda"))
+    if shape in ("large", "small"):
+        return shape == "large"
+    if device is None:
+        return os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
+    return str(device).startswith("cuda")
 
 
-def get_inputs(seed: int, device: str) -> tuple:
-    n = 2**24 if _large(device) else 2048
+def get_inputs(seed: int, device: str, n: int | None = None) -> tuple:
+    n = n or SHAPES["large" if _large(device) else "small"][0]
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, generator=g, dtype=torch.float32)
     y = torch.randn(n, generator=g, dtype=torch.float32)
@@ -67,4 +79,6 @@ BENCH = {
     "flops": lambda x, y: 12 * x.numel(),
     # read x and y, write out
     "bytes": lambda x, y: 3 * x.numel() * x.element_size(),
+    # every shape but the last is timed (geometric mean); the last is checked, never timed
+    "shapes": [{"n": n} for n in SHAPES["large" if _large() else "small"]],
 }

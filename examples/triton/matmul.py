@@ -4,8 +4,10 @@ Tiny 16x16x16 tiles, one warp, one pipeline stage and plain row-major program or
 but far from the tensor cores' peak. Room to improve: 64..128-wide tiles, BLOCK_K 32..64, 4-8
 warps, 3-4 stages, grouped program order for L2 reuse.
 
-Shapes: 64x64x64 by default (the Triton interpreter runs one call in ~0.1 s);
-4096x4096x4096 when device is "cuda" or ACCELOPT_SHAPE=large (ACCELOPT_SHAPE=small forces small).
+Shapes (``BENCH["shapes"]``, M x N x K): 64x64x64, 32x48x32 and 33x40x17 under the Triton
+interpreter (one call in ~0.1 s); 4096x4096x4096, 2048x4096x1024 and 1000x3000x1001 on CUDA or
+with ACCELOPT_SHAPE=large (ACCELOPT_SHAPE=small forces the small ones). The last shape is checked,
+never timed, and is no multiple of the 16x16x16 tiles.
 """
 
 import os
@@ -90,13 +92,29 @@ def matmul(a, b):
 # --- benchmark harness ---------------------------------------------------------------------
 
 
-def _large(device: str) -> bool:
+#: (M, N, K) of BENCH["shapes"]: small under the Triton interpreter, GPU-sized on CUDA.
+SHAPES = {
+    "small": [(64, 64, 64), (32, 48, 32), (33, 40, 17)],
+    "large": [(4096, 4096, 4096), (2048, 4096, 1024), (1000, 3000, 1001)],
+}
+
+
+def _large(device: str | None = None) -> bool:
+    """GPU-sized shapes on CUDA (ACCELOPT_SHAPE=large|small forces them). At import (no device)
+    CUDA is where TRITON_INTERPRET is not 1 (AccelOpt sets it for CPU runs) and a GPU is visible."""
     shape = os.environ.get("ACCELOPT_SHAPE", "")
-    return shape == "large" or (shape != "small" and str(device).startswith("cuda"))
+    if shape in ("large", "small"):
+        return shape == "large"
+    if device is None:
+        return os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
+    return str(device).startswith("cuda")
 
 
-def get_inputs(seed: int, device: str) -> tuple:
-    M, N, K = (4096, 4096, 4096) if _large(device) else (64, 64, 64)
+def get_inputs(
+    seed: int, device: str, M: int | None = None, N: int | None = None, K: int | None = None
+) -> tuple:
+    dm, dn, dk = SHAPES["large" if _large(device) else "small"][0]
+    M, N, K = M or dm, N or dn, K or dk
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(M, K, generator=g, dtype=torch.float32).to(torch.float16)
     b = torch.randn(K, N, generator=g, dtype=torch.float32).to(torch.float16)
@@ -114,4 +132,6 @@ BENCH = {
     "flops": lambda a, b: 2 * a.shape[0] * a.shape[1] * b.shape[1],
     # read A and B once, write C once (ideal traffic)
     "bytes": lambda a, b: (a.numel() + b.numel() + a.shape[0] * b.shape[1]) * a.element_size(),
+    # every shape but the last is timed (geometric mean); the last is checked, never timed
+    "shapes": [{"M": m, "N": n, "K": k} for m, n, k in SHAPES["large" if _large() else "small"]],
 }

@@ -5,8 +5,10 @@ the partial sums, FINAL_BLOCK at a time. Tiny blocks and one warp mean many prog
 many partials: a larger block (with a loop per program), more warps, or a single pass with
 tl.atomic_add are the obvious moves.
 
-Shapes: 4096 elements by default (the Triton interpreter runs one call in ~0.1 s);
-2**24 when device is "cuda" or ACCELOPT_SHAPE=large (ACCELOPT_SHAPE=small forces small).
+Shapes (``BENCH["shapes"]``, fp32 elements): 4096, 2048 and 1001 under the Triton interpreter
+(one call in ~0.1 s); 2**24, 2**20 and 10,000,019 on CUDA or with ACCELOPT_SHAPE=large
+(ACCELOPT_SHAPE=small forces the small ones). The last shape is checked, never timed, and is no
+multiple of either block.
 Inputs are uniform in [0, 1) so the sum is well conditioned for the fp32 tolerance.
 """
 
@@ -49,13 +51,23 @@ def vector_sum(x):
 # --- benchmark harness ---------------------------------------------------------------------
 
 
-def _large(device: str) -> bool:
+#: Elements of BENCH["shapes"]: small under the Triton interpreter, GPU-sized on CUDA.
+SHAPES = {"small": [4096, 2048, 1001], "large": [2**24, 2**20, 10_000_019]}
+
+
+def _large(device: str | None = None) -> bool:
+    """GPU-sized shapes on CUDA (ACCELOPT_SHAPE=large|small forces them). At import (no device)
+    CUDA is where TRITON_INTERPRET is not 1 (AccelOpt sets it for CPU runs) and a GPU is visible."""
     shape = os.environ.get("ACCELOPT_SHAPE", "")
-    return shape == "large" or (shape != "small" and str(device).startswith("cuda"))
+    if shape in ("large", "small"):
+        return shape == "large"
+    if device is None:
+        return os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
+    return str(device).startswith("cuda")
 
 
-def get_inputs(seed: int, device: str) -> tuple:
-    n = 2**24 if _large(device) else 4096
+def get_inputs(seed: int, device: str, n: int | None = None) -> tuple:
+    n = n or SHAPES["large" if _large(device) else "small"][0]
     g = torch.Generator().manual_seed(seed)
     x = torch.rand(n, generator=g, dtype=torch.float32)
     return (x.to(device),)
@@ -71,4 +83,6 @@ BENCH = {
     "atol": 1e-4,
     "flops": lambda x: x.numel(),
     "bytes": lambda x: x.numel() * x.element_size(),
+    # every shape but the last is timed (geometric mean); the last is checked, never timed
+    "shapes": [{"n": n} for n in SHAPES["large" if _large() else "small"]],
 }

@@ -4,8 +4,10 @@ One program per row, two passes over the row in small BLOCK_SIZE chunks (sum of 
 normalize), one warp. Room to improve: a block that covers the row (one pass, x kept in
 registers), more warps, several rows per program for narrow rows.
 
-Shapes: (16, 64) fp32 by default (the Triton interpreter runs one call in ~0.1 s);
-(4096, 8192) when device is "cuda" or ACCELOPT_SHAPE=large (ACCELOPT_SHAPE=small forces small).
+Shapes (``BENCH["shapes"]``, rows x cols, fp32): 16x64, 8x48 and 5x33 under the Triton
+interpreter (one call in ~0.1 s); 4096x8192, 2048x4096 and 1000x3001 on CUDA or with
+ACCELOPT_SHAPE=large (ACCELOPT_SHAPE=small forces the small ones). The last shape is checked, never
+timed, and is no multiple of BLOCK_SIZE.
 """
 
 import os
@@ -62,13 +64,27 @@ def rmsnorm(x, weight):
 # --- benchmark harness ---------------------------------------------------------------------
 
 
-def _large(device: str) -> bool:
+#: (rows, cols) of BENCH["shapes"]: small under the Triton interpreter, GPU-sized on CUDA.
+SHAPES = {
+    "small": [(16, 64), (8, 48), (5, 33)],
+    "large": [(4096, 8192), (2048, 4096), (1000, 3001)],
+}
+
+
+def _large(device: str | None = None) -> bool:
+    """GPU-sized shapes on CUDA (ACCELOPT_SHAPE=large|small forces them). At import (no device)
+    CUDA is where TRITON_INTERPRET is not 1 (AccelOpt sets it for CPU runs) and a GPU is visible."""
     shape = os.environ.get("ACCELOPT_SHAPE", "")
-    return shape == "large" or (shape != "small" and str(device).startswith("cuda"))
+    if shape in ("large", "small"):
+        return shape == "large"
+    if device is None:
+        return os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
+    return str(device).startswith("cuda")
 
 
-def get_inputs(seed: int, device: str) -> tuple:
-    rows, cols = (4096, 8192) if _large(device) else (16, 64)
+def get_inputs(seed: int, device: str, rows: int | None = None, cols: int | None = None) -> tuple:
+    default_rows, default_cols = SHAPES["large" if _large(device) else "small"][0]
+    rows, cols = rows or default_rows, cols or default_cols
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, cols, generator=g, dtype=torch.float32)
     weight = 1.0 + 0.1 * torch.randn(cols, generator=g, dtype=torch.float32)
@@ -87,4 +103,6 @@ BENCH = {
     "flops": lambda x, weight: 4 * x.numel(),
     # read x, write out, read weight
     "bytes": lambda x, weight: (2 * x.numel() + weight.numel()) * x.element_size(),
+    # every shape but the last is timed (geometric mean); the last is checked, never timed
+    "shapes": [{"rows": r, "cols": c} for r, c in SHAPES["large" if _large() else "small"]],
 }

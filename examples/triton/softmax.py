@@ -5,8 +5,10 @@ maximum, once for the sum of exponentials, once to write exp(x - max) / sum. It 
 input three times and runs with a tiny block and one warp, so there is real room to improve
 (a larger block, a single-pass online softmax, more warps).
 
-Shapes: (16, 64) fp32 by default (the Triton interpreter runs one call in ~0.2 s);
-(4096, 4096) when device is "cuda" or ACCELOPT_SHAPE=large (ACCELOPT_SHAPE=small forces small).
+Shapes (``BENCH["shapes"]``, rows x cols, fp32): 16x64, 8x48 and 5x33 under the Triton
+interpreter (one call in ~0.2 s); 4096x4096, 2048x8192 and 1000x3001 on CUDA or with
+ACCELOPT_SHAPE=large (ACCELOPT_SHAPE=small forces the small ones). The last shape is checked, never
+timed, and is no multiple of BLOCK_SIZE.
 """
 
 import os
@@ -73,13 +75,27 @@ def softmax(x):
 # --- benchmark harness ---------------------------------------------------------------------
 
 
-def _large(device: str) -> bool:
+#: (rows, cols) of BENCH["shapes"]: small under the Triton interpreter, GPU-sized on CUDA.
+SHAPES = {
+    "small": [(16, 64), (8, 48), (5, 33)],
+    "large": [(4096, 4096), (2048, 8192), (1000, 3001)],
+}
+
+
+def _large(device: str | None = None) -> bool:
+    """GPU-sized shapes on CUDA (ACCELOPT_SHAPE=large|small forces them). At import (no device)
+    CUDA is where TRITON_INTERPRET is not 1 (AccelOpt sets it for CPU runs) and a GPU is visible."""
     shape = os.environ.get("ACCELOPT_SHAPE", "")
-    return shape == "large" or (shape != "small" and str(device).startswith("cuda"))
+    if shape in ("large", "small"):
+        return shape == "large"
+    if device is None:
+        return os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
+    return str(device).startswith("cuda")
 
 
-def get_inputs(seed: int, device: str) -> tuple:
-    rows, cols = (4096, 4096) if _large(device) else (16, 64)
+def get_inputs(seed: int, device: str, rows: int | None = None, cols: int | None = None) -> tuple:
+    default_rows, default_cols = SHAPES["large" if _large(device) else "small"][0]
+    rows, cols = rows or default_rows, cols or default_cols
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, cols, generator=g, dtype=torch.float32) * 4
     return (x.to(device),)
@@ -97,4 +113,6 @@ BENCH = {
     "flops": lambda x: 5 * x.numel(),
     # ideal traffic: read x once, write the output once
     "bytes": lambda x: 2 * x.numel() * x.element_size(),
+    # every shape but the last is timed (geometric mean); the last is checked, never timed
+    "shapes": [{"rows": r, "cols": c} for r, c in SHAPES["large" if _large() else "small"]],
 }

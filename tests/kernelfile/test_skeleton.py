@@ -17,7 +17,7 @@ def test_harness_skeleton_parses_and_names_the_launcher() -> None:
     assert with_harness.syntax_error is None
     h = with_harness.harness
     assert h is not None and h.entry == "scale" and h.complete
-    assert "def get_inputs(seed: int, device: str) -> tuple:" in skeleton
+    assert "def get_inputs(seed: int, device: str, n: int = 4096) -> tuple:" in skeleton
     assert "def reference(x):" in skeleton
     assert "NotImplementedError" in skeleton  # an unfinished harness fails loudly
     with pytest.raises(KeyError):

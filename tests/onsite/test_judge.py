@@ -231,7 +231,8 @@ def test_the_candidate_cannot_open_the_judges_fds_or_memory(hostile):
 def test_a_patched_reference_does_not_fool_the_judge(hostile):
     r = hostile["poison"]
     assert r.status == "incorrect", r.message
-    assert r.message.startswith("seed 1: mismatch")
+    # the example benchmarks BENCH["shapes"]: the first seed of its first shape is wrong
+    assert r.message.startswith("seed 1, shape rows=16, cols=64: mismatch"), r.message
 
 
 def test_a_tensor_subclass_is_rejected(hostile):

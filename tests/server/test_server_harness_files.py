@@ -204,7 +204,8 @@ async def test_harness_document_works_like_the_command_line(tmp_path: Path) -> N
         line = s.line_of(kuri, f"def {FORWARD}") - 1
         titles = [c.title for c in lenses_of(await s.lenses(kuri), line)]
         assert titles[0] == forward.split(": ", 1)[1]
-        assert titles[1:] == ["Optimize", "harness bench_rms_norm.py"]
+        assert titles[1].startswith("AccelOpt · sm_90: ") and " regs · occupancy " in titles[1]
+        assert titles[2:] == ["Optimize", "harness bench_rms_norm.py"]
 
         # a harness whose entry comes from a module without kernels: a located warning
         broken = harness.with_name("bench_broken.py")

@@ -229,7 +229,7 @@ class Candidate:
         self.chan.close()
 
 
-def _fork_peer(req: dict, ctx: dict, body, peer_class, xdir: str):
+def fork_peer(req: dict, ctx: dict, body, peer_class, xdir: str):
     """Fork a peer process running ``body(chan_fds)`` with a channel to this judge; return
     ``peer_class(pid, channel, xdir (the exchange directory), hard deadline)``. In the child, before ``body``:
     the judge's emitter is disarmed and the request's harness fields are dropped (the peer is
@@ -276,7 +276,7 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Candidate:
     }
     cctx = {k: ctx[k] for k in _CTX_KEYS if k in ctx}
     body = lambda fds: contestant.main(fds, setup, cctx)  # noqa: E731
-    return _fork_peer(req, ctx, body, Candidate, dirs["x"])
+    return fork_peer(req, ctx, body, Candidate, dirs["x"])
 
 
 #: Longest wait for one answer of the reference process, s: ``min(30, timeout / 2)``, so a
@@ -358,6 +358,6 @@ def spawn_reference(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Referen
         "judge": os.getpid(),
     }
     body = lambda fds: referee.main(fds, setup)  # noqa: E731
-    peer = _fork_peer(req, ctx, body, ReferencePeer, dirs["x"])
+    peer = fork_peer(req, ctx, body, ReferencePeer, dirs["x"])
     peer.wait_s = min(HARNESS_WAIT_CAP_S, 0.5 * float(req.get("timeout_s") or 120.0))
     return peer

@@ -24,6 +24,13 @@ Messages (judge -> reference process, one JSON line each; answers below):
 - ``{"op": "expected", "seeds": [...], "paths": [...]}``: the reference of inputs made earlier;
 - ``{"op": "work", "seed": s}``: ``BENCH["flops"]`` / ``BENCH["bytes"]`` of that seed's inputs,
   answer ``{"work": {"flops": F, "bytes": B}, "warnings": [...]}``;
+- ``{"op": "derived_plan", "seed": s}``: the derived shapes of that seed's inputs (issue 22,
+  :func:`.derived.plan`, inputs named by ``reference``'s parameters), answer ``{"plan":
+  {"derived": [...], "skipped": [...]}}``;
+- ``{"op": "derived", "seed": s, "derive": descriptor, "inputs": path, "expected": path}``: the
+  inputs of that derived shape (:func:`.derived.apply`) and ``reference`` on a copy, as
+  ``cases``; answer ``{"done": true, "skip": why}`` instead when the derivation does not apply or
+  the reference raises on them (the shape is then not used, never a failure);
 - ``{"op": "exit"}``.
 
 Every request may carry ``"shape": {...}``: the inputs are then ``get_inputs(seed, device,
@@ -40,7 +47,7 @@ from ..protocol import result_dict
 from ..runtime import exchange
 from ..runtime.channel import Channel, serve_requests
 from ..runtime.failures import short
-from ..runtime.loading import load_harness
+from ..runtime.loading import load_harness, rebind_sizes
 from . import integrity
 from .compare import clone, shape_text
 from .rules import discard, protocol_violation
@@ -78,7 +85,7 @@ class _Referee:
         """The first message: the tolerances, or the load error / the poisoning found."""
         before = integrity.snapshot()
         try:
-            self.harness = load_harness(source, source_name, project)
+            self.harness = load_harness(source, source_name, project, sizes=False)
         except BaseException as exc:  # noqa: BLE001
             where, line = _load_site(exc, project)
             return {
@@ -101,8 +108,11 @@ class _Referee:
                     rule=integrity.POISON_RULE,
                 )
             }
+        rebind_sizes(self.harness, project)  # after the poisoning check (issue 24)
         bench = self.harness.bench
         first = {"bench": {k: _number(bench.get(k)) for k in ("rtol", "atol") if k in bench}}
+        if self.harness.sizes:  # rebound for the CPU interpreter / pinned (issue 24)
+            first["sizes"] = self.harness.sizes
         self.backward = bool(bench.get("backward"))
         if self.backward:
             first["backward"] = True
@@ -157,15 +167,56 @@ class _Referee:
         """``reference`` on a copy of the inputs of ``seed``; with ``BENCH["backward"]``,
         forward + backward (:func:`.contestant.backward.forward_backward`, upstream gradient from
         ``grad_seed``, all ones when None)."""
+        return self._reference_on(self._make(seed, shape), grad_seed)
+
+    def _reference_on(self, inputs: tuple, grad_seed: int | None):
+        """``reference`` on a copy of ``inputs`` (forward + backward with ``BENCH["backward"]``)."""
         if self.backward:
             from ..contestant.backward import forward_backward, leaves
 
-            inputs = leaves(self._make(seed, shape), self.torch)
-            out = forward_backward(self.harness.reference, inputs, grad_seed, self.torch)
+            out = forward_backward(
+                self.harness.reference, leaves(inputs, self.torch), grad_seed, self.torch
+            )
         else:
-            out = self.harness.reference(*clone(self._make(seed, shape)))
+            out = self.harness.reference(*clone(inputs))
         self.sync()
         return out
+
+    def _names(self) -> list[str]:
+        """``reference``'s positional parameter names (``[]`` when it has no signature)."""
+        import inspect
+
+        try:
+            params = inspect.signature(self.harness.reference).parameters.values()
+        except (TypeError, ValueError):
+            return []
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return [p.name for p in params if p.kind in kinds]
+
+    def derived_plan(self, msg: dict) -> dict:
+        """The derived shapes of the inputs of ``msg["seed"]`` (:func:`.derived.plan`)."""
+        from .derived import plan
+
+        inputs = self._make(int(msg["seed"]), msg.get("shape"))
+        return {"plan": plan(inputs, self._names())}
+
+    def derived(self, msg: dict) -> dict:
+        """The inputs and reference of one derived shape, or ``skip`` with the reason."""
+        from .derived import apply
+
+        seed = int(msg["seed"])
+        try:
+            inputs = apply(self._make(seed, msg.get("shape")), msg["derive"], self.torch)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            return {**self._answer(), "skip": f"the derivation does not apply: {short(exc)}"}
+        self.sync()
+        try:
+            out = self._reference_on(inputs, seed)
+        except Exception as exc:  # noqa: BLE001 - the harness's reference: a reason, not a failure
+            return {**self._answer(), "skip": f"the reference raises on it: {short(exc)}"}
+        self._save(msg["inputs"], inputs)
+        self._save(msg["expected"], out)
+        return self._answer()
 
     def expected(self, msg: dict) -> dict:
         for seed, path in zip(msg["seeds"], msg["paths"], strict=True):
@@ -188,7 +239,13 @@ def serve(chan: Channel, setup: dict) -> None:
     chan.send(first)
     if "error" in first:
         os._exit(0)
-    handlers = {"cases": me.cases, "expected": me.expected, "work": me.work}
+    handlers = {
+        "cases": me.cases,
+        "expected": me.expected,
+        "work": me.work,
+        "derived_plan": me.derived_plan,
+        "derived": me.derived,
+    }
     serve_requests(chan, handlers, _harness_error)
 
 
@@ -283,6 +340,7 @@ class Reference:
         self.shape: dict | None = None  # the shape every request is for (BENCH["shapes"])
         self.backward = backward  # BENCH["backward"]: calls are forward + backward
         self.grad_inputs: list[int] = []  # the inputs that require grad (backward)
+        self.sizes: dict = {}  # the reference process's rebound sizes (runtime.sizes)
         self._sha: dict[str, str] = {}
 
     def _shaped(self, msg: dict) -> dict:
@@ -340,6 +398,45 @@ class Reference:
         self.peer.doing = "computing the references of timed repetitions (reference)"
         self._ask({"op": "expected", "seeds": list(seeds), "paths": paths})
         return [self._read(p, torch) for p in paths]
+
+    def derived_plan(self, seed: int, shape: dict | None) -> dict:
+        """The derived shapes of ``seed``'s inputs (of ``BENCH["shapes"]`` entry ``shape``):
+        ``{"derived": [descriptor, ...], "skipped": [{"name", "why"}, ...]}``, each entry
+        checked (the process runs the user's code: its answer is data). Raises Failure (the
+        harness's runtime_error, or the process's death)."""
+        from .derived_checks import clean_plan
+
+        self.peer.doing = f"deriving shapes from the inputs of seed {seed} (get_inputs)"
+        msg = {"op": "derived_plan", "seed": seed, **({"shape": shape} if shape else {})}
+        return clean_plan(self.peer.ask(msg, "plan").get("plan"))
+
+    def derived_case(self, seed: int, shape: dict | None, desc: dict, torch):
+        """``(inputs file, inputs, reference outputs)`` of the derived shape ``desc`` of
+        ``seed``'s inputs, as :meth:`case`. Raises :class:`.derived_checks.Unusable` when the
+        derivation does not apply or the reference raises (or dies, or hangs) on it."""
+        from ..runtime.failures import Failure
+        from .derived_checks import Unusable
+
+        p_in, p_ref = self.peer.path("inputs"), self.peer.path("expected")
+        self.peer.doing = f"making the derived shape {desc.get('name')} (get_inputs, reference)"
+        msg = {"op": "derived", "seed": seed, "derive": desc, "inputs": p_in, "expected": p_ref}
+        if shape:
+            msg["shape"] = shape
+        try:
+            answer = self.peer.ask(msg, "done")
+        except Failure as failure:
+            raise Unusable(str(failure.result.get("message"))[:300]) from None
+        if answer.get("skip"):
+            raise Unusable(str(answer["skip"])[:300])
+        sha = answer.get("sha256")
+        self._sha = sha if isinstance(sha, dict) else {}
+        inputs = self._read(p_in, torch, keep=True)
+        return p_in, tuple(inputs), self._read(p_ref, torch)
+
+    @staticmethod
+    def discard(path: str) -> None:
+        """Remove an exchange file the caller was left (errors ignored)."""
+        discard(path)
 
     def work(self, seed: int) -> tuple[dict[str, float], list[str]]:
         """``({"flops", "bytes"}, warnings)`` of one call on the inputs of ``seed``."""

@@ -10,7 +10,9 @@ run in, decided WITHOUT initialising CUDA (a CUDA context, even ``cuInit``, does
 the candidate process next, issue 10) and, when that differs from the parent's mode, drops the
 pure-Python triton
 modules so the evaluation imports them afresh in the right mode (~50 ms; the compiled
-extension ``triton._C`` is kept, and Triton's on-disk compile cache stays shared).
+extension ``triton._C`` is kept, and Triton's on-disk compile cache stays shared). Before an
+interpreter-mode import, a compile-mode triton is prepared and set aside for the GPU compile
+stage (:func:`..triton.twin.prepare`), so its once-per-process work is inherited too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import sys
 
 from ..runtime.device import gpu_visible
+from ..triton import twin
 
 #: The TRITON_INTERPRET mode triton was preloaded in (None: not preloaded, the cold path).
 _preloaded_interpret: bool | None = None
@@ -36,6 +39,8 @@ def preload() -> list[str]:
         if name == "triton" and "TRITON_INTERPRET" not in os.environ:
             if not gpu_visible(sys.modules.get("torch")):
                 os.environ["TRITON_INTERPRET"] = "1"
+        if name == "triton" and os.environ.get("TRITON_INTERPRET") == "1":
+            twin.prepare()  # compile-mode triton for the GPU compile stage (issue 21)
         try:
             __import__(name)
         except Exception:  # missing, or broken: the child reports it per request

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..judge import shapes
+from ..judge import derived_checks, shapes
 from ..judge import timing as judge_timing
 from ..judge.compare import (
     clone,
@@ -46,6 +46,8 @@ from ..judge.rules import discard, no_launch, plain_outputs, protocol_violation
 from ..protocol import result_dict
 from ..runtime.device import gpu_visible, versions, watch_memory
 from ..runtime.failures import Failure, short
+from ..runtime.sizes import add_sizes, mark_cpu
+from . import stage as gpu_stage
 
 
 @dataclass
@@ -83,6 +85,7 @@ def _import_stack(req: dict, ctx: dict) -> Stack:
     use_cuda = (req.get("timing") or "auto") == "auto" and gpu_visible(torch)
     if not use_cuda:
         os.environ["TRITON_INTERPRET"] = "1"
+    mark_cpu(not use_cuda)  # sizes scaled for CPU inputs in every process (issue 24)
     ctx["interpreter"] = not use_cuda
     try:
         import triton
@@ -127,7 +130,9 @@ def _reference(peer: ReferencePeer) -> Reference:
         raise protocol_violation(f"expected 'bench', got {sorted(first)[:5]}")
     listed = first.get("shapes")
     ok = isinstance(listed, list) and listed and all(isinstance(x, dict) for x in listed)
-    return Reference(peer, bench, listed if ok else None, backward=first.get("backward") is True)
+    ref = Reference(peer, bench, listed if ok else None, backward=first.get("backward") is True)
+    ref.sizes = first.get("sizes") or {}
+    return ref
 
 
 #: Most ``@triton.autotune`` configs checked for correctness under the interpreter.
@@ -154,13 +159,19 @@ def _check_seed(
         discard(p_in)
 
 
-def _check_call(case, ref: Reference, cand: Candidate, stack: Stack, errors: dict, config):
+def _check_call(
+    case, ref: Reference, cand: Candidate, stack: Stack, errors: dict, config, where=None
+):
     """One checked call of the candidate on ``case`` (``(seed, inputs file, inputs,
     expected)``), with autotune config ``config`` (``(index, count)``) pinned when given.
-    Returns the candidate's answer; raises Failure as :func:`_check_seed`."""
+    ``where``: how messages name a derived shape's case (issue 22; its call times and kernel
+    profile are not kept). Returns the candidate's answer; raises Failure as
+    :func:`_check_seed`."""
     seed, p_in, inputs, expected = case
-    where = f"seed {seed}" + (f", shape {shape_text(ref.shape)}" if ref.shape else "")
-    where += f", autotune config {config[0] + 1} of {config[1]}" if config else ""
+    derived = where is not None
+    if where is None:
+        where = f"seed {seed}" + (f", shape {shape_text(ref.shape)}" if ref.shape else "")
+        where += f", autotune config {config[0] + 1} of {config[1]}" if config else ""
     before = clone(inputs)
     p_out, p_after = cand.path("outputs"), cand.path("after")
     msg = {"op": "check", "inputs": p_in, "outputs": p_out, "after": p_after}
@@ -170,13 +181,13 @@ def _check_call(case, ref: Reference, cand: Candidate, stack: Stack, errors: dic
         msg.update(grad_inputs=ref.grad_inputs, grad_seed=seed)
     t0 = time.perf_counter()
     reply = cand.ask(msg, "launches")
-    if config is None:
+    if config is None and not derived:
         cand.wall_call_ms.append((time.perf_counter() - t0) * 1000.0)  # the judge's own clock
         call_ms = reply.get("call_ms")
         if isinstance(call_ms, (int, float)) and call_ms > 0:
             cand.call_ms.append(float(call_ms))
     no_launch(reply["launches"], where)
-    if config is None and ref.shape == (ref.shapes or [None])[0]:
+    if config is None and not derived and ref.shape == (ref.shapes or [None])[0]:
         _keep_kernel_profile(cand, reply.get("kernels"))
     out = cand.fetch(p_out, stack.torch)
     plain_outputs(out, where)
@@ -242,6 +253,7 @@ def _run(req: dict, ctx: dict, stack: Stack, cand: Candidate, peer: ReferencePee
     """Reference, correctness on every seed (of every shape), timing: the result dict
     (raises Failure)."""
     ref = _reference(peer)
+    ctx["sizes"] = ref.sizes  # named in every result, failures too (issue 24)
     _init_device(stack, ctx)
     _loaded(cand)
     first = (req.get("seeds") or [1])[0]
@@ -254,18 +266,69 @@ def _run(req: dict, ctx: dict, stack: Stack, cand: Candidate, peer: ReferencePee
                 lambda seed, errors: _check_seed(seed, ref, cand, stack, errors, seed == first),
             )
         )
-    result = shapes.merge_checks(results, ref.shapes)
+    result = add_sizes(shapes.merge_checks(results, ref.shapes), ref.sizes)
     if cand.kernels:  # which kernels the entry launched, and for how long (interpreter)
         result.setdefault("metrics", {})["kernels"] = cand.kernels
     if ref.backward:
         result["message"] += " (forward + backward: input gradients checked and timed)"
     result.update(stack.env)
+    listed = req.get("derived_shapes")
+    check = _derived_check(ref, cand, stack)
+    t0 = time.perf_counter()
+    if isinstance(listed, list):  # a candidate: the baseline's usable derived shapes, untimed
+        found = derived_checks.check_listed(ref, check, stack.torch, listed)
+        found["seconds"] = round(time.perf_counter() - t0, 3)  # their cost, the judge's clock
+        result.setdefault("metrics", {})["derived_shapes"] = found
+    result = _timed(req, stack, ref, cand, result)
+    if not isinstance(listed, list) and result.get("status") == "ok":  # the baseline: find them
+        t0 = time.perf_counter()
+        shape = (ref.shapes or [None])[0]
+        found = derived_checks.find_usable(ref, check, stack.torch, first, shape)
+        found["seconds"] = round(time.perf_counter() - t0, 3)
+        result.setdefault("metrics", {})["derived_shapes"] = found
+    return result
+
+
+def _timed(req: dict, stack: Stack, ref: Reference, cand: Candidate, result: dict) -> dict:
+    """``result`` timed (every timed shape of ``BENCH["shapes"]``), or as it is with
+    ``timing`` ``none``. Raises Failure as :mod:`.judge.timing`."""
     if (req.get("timing") or "auto") == "none":
         return result
     if not ref.shapes:
         judge_timing.time_candidate(req, stack, ref, cand, result)
         return result
     return shapes.time_shapes(req, stack, ref, cand, result)
+
+
+#: Shortest wait for the candidate's answer on one derived shape, s (a GPU may compile a new
+#: specialization first); longer when its correctness calls were slow (x :data:`_DERIVED_SLACK`).
+_DERIVED_WAIT_S = 30.0
+_DERIVED_SLACK = 20.0
+
+
+def _derived_check(ref: Reference, cand: Candidate, stack: Stack):
+    """``check(case, where)`` for :mod:`.judge.derived_checks`: one checked call on a derived
+    shape's case, its answer awaited at most ``max(30 s, 20 x the slowest correctness call)``;
+    past that the candidate process is killed and the check raises a ``timeout`` Failure
+    naming the shape (a baseline that hangs on a derived shape keeps its result)."""
+
+    def check(case, where: str) -> None:
+        bound = max(_DERIVED_WAIT_S, _DERIVED_SLACK * max(cand.wall_call_ms or [0.0]) / 1000.0)
+        hard = cand.deadline
+        cand.deadline = min(hard, time.monotonic() + bound)
+        try:
+            _check_call(case, ref, cand, stack, {}, None, where=where)
+        except Failure as failure:
+            if failure.result.get("status") != "timeout" or cand.deadline >= hard:
+                raise
+            cand.kill()
+            raise Failure(
+                result_dict("timeout", f"no answer from the candidate within {bound:g} s")
+            ) from None
+        finally:
+            cand.deadline = hard
+
+    return check
 
 
 def evaluate(req: dict, ctx: dict) -> dict:
@@ -276,19 +339,27 @@ def evaluate(req: dict, ctx: dict) -> dict:
     Three processes: this judge (never runs user or candidate code), the candidate process
     (:mod:`.contestant.process`) and the reference process (:mod:`.judge.referee`, the original file's
     harness), both forked before the judge initialises CUDA."""
-    stack = cand = peer = None
+    stack = cand = peer = stage = result = None
     dirs = ctx.get("dirs") or new_dirs()
     try:
         stack = _import_stack(req, ctx)
         cand = spawn(req, ctx, stack.use_cuda, dirs)
         peer = spawn_reference(req, ctx, stack.use_cuda, dirs)
+        stage = gpu_stage.spawn(req, ctx, stack.use_cuda, dirs)  # issue 21, runs alongside
         watch_memory(cand.pid, int(req.get("memory_limit_mb") or 8192), ctx)
-        return _run(req, ctx, stack, cand, peer)
+        result = _run(req, ctx, stack, cand, peer)
     except Failure as failure:
-        return dict(failure.result, **(stack.env if stack else {}))
+        result = add_sizes(dict(failure.result, **(stack.env if stack else {})), ctx.get("sizes"))
     finally:
-        for proc in (cand, peer):
+        for proc in (cand, peer, stage if result is None else None):
             if proc is not None:
                 proc.stop()
+        if result is None and dirs is not ctx.get("dirs"):
+            remove_dirs(dirs)  # an unexpected error propagates
+    try:
+        return gpu_stage.merge(result, stage and stage.answer(ctx["deadline"], result), ctx)
+    finally:
+        if stage is not None:
+            stage.stop()
         if dirs is not ctx.get("dirs"):
             remove_dirs(dirs)

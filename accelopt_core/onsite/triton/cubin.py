@@ -1,0 +1,214 @@
+"""Facts about a compiled kernel from NVIDIA's tools that the Triton wheel ships in
+``triton/backends/nvidia/bin`` (issue 21): ``cuobjdump --dump-resource-usage`` (registers,
+stack, static shared and local memory per thread of each function in the cubin), ``ptxas -v``
+run on the kernel's PTX with Triton's own flags (spill stores and loads, bytes) and
+``cuobjdump -sass`` (the SASS text, read by :mod:`.sass`). The three run concurrently.
+
+Standard library only at module level (triton is imported inside :func:`ptxas_path`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+
+#: Longest wait for one tool, s.
+TOOL_TIMEOUT_S = 60.0
+
+
+class ToolError(RuntimeError):
+    """A tool of the wheel is missing or failed (message: the tool and its stderr)."""
+
+
+def tool_dir() -> str:
+    """``triton/backends/nvidia/bin`` of the installed triton (found without importing it).
+
+    Raises:
+        ToolError: triton is not installed.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        raise ToolError("triton is not installed")
+    return os.path.join(list(spec.submodule_search_locations)[0], "backends", "nvidia", "bin")
+
+
+def ptxas_path(capability: int) -> str:
+    """The ptxas Triton itself uses for ``capability`` (``ptxas-blackwell`` for sm_90a and
+    sm_100a in Triton 3.9, else ``ptxas``; ``TRITON_PTXAS_PATH`` respected)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    return get_ptxas(capability).path
+
+
+_USAGE = re.compile(r"Function (\S+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
+_PTXAS_FN = re.compile(
+    r"Function properties for (\S+)\s*\n\s*(\d+) bytes stack frame, "
+    r"(\d+) bytes spill stores, (\d+) bytes spill loads"
+)
+_PTXAS_REGS = re.compile(r"Compiling entry function '(\S+)'.*?Used (\d+) registers", re.S)
+
+
+def parse_resource_usage(text: str) -> dict[str, dict]:
+    """``cuobjdump --dump-resource-usage`` output -> ``{function: {"registers", "stack",
+    "shared", "local"}}`` (registers per thread; stack, static shared and local bytes)."""
+    return {
+        m.group(1): {
+            "registers": int(m.group(2)),
+            "stack": int(m.group(3)),
+            "shared": int(m.group(4)),
+            "local": int(m.group(5)),
+        }
+        for m in _USAGE.finditer(text)
+    }
+
+
+def parse_ptxas(text: str) -> dict[str, dict]:
+    """``ptxas -v`` output -> ``{function: {"registers", "stack", "spill_stores",
+    "spill_loads"}}`` (registers per thread; stack frame and spill bytes)."""
+    out: dict[str, dict] = {}
+    for m in _PTXAS_FN.finditer(text):
+        out[m.group(1)] = {
+            "stack": int(m.group(2)),
+            "spill_stores": int(m.group(3)),
+            "spill_loads": int(m.group(4)),
+        }
+    for m in _PTXAS_REGS.finditer(text):
+        out.setdefault(m.group(1), {})["registers"] = int(m.group(2))
+    return out
+
+
+def ptxas_argv(ptxas: str, capability: int, fp_fusion: bool, src: str, dst: str) -> list[str]:
+    """The ptxas command line Triton 3.9 runs (``make_cubin``: ``-lineinfo``, ``--fmad=false``
+    without FP fusion, ``-v``, ``--regAllocOptLevel=2``, ``--gpu-name=sm_90a``)."""
+    suffix = "a" if capability >= 90 else ""
+    fmad = [] if fp_fusion else ["--fmad=false"]
+    return [
+        ptxas,
+        "-lineinfo",
+        *fmad,
+        "-v",
+        "--regAllocOptLevel=2",
+        f"--gpu-name=sm_{capability}{suffix}",
+        src,
+        "-o",
+        dst,
+    ]
+
+
+def _start(argv: list[str]) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as exc:
+        raise ToolError(f"{os.path.basename(argv[0])}: {exc}") from None
+
+
+def _finish(proc: subprocess.Popen, name: str) -> str:
+    try:
+        out, err = proc.communicate(timeout=TOOL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise ToolError(f"{name} took over {TOOL_TIMEOUT_S:.0f} s") from None
+    if proc.returncode != 0:
+        raise ToolError(f"{name} failed ({proc.returncode}): {err.strip()[-400:]}")
+    return out + err
+
+
+def inspect(
+    cubin: bytes, ptx: str, capability: int, fp_fusion: bool = True, sass: bool = True
+) -> dict:
+    """Run the wheel's tools on one kernel's ``cubin`` and ``ptx`` (concurrently).
+
+    Returns ``{"usage": parse_resource_usage(...), "ptxas": parse_ptxas(...), "sass": SASS
+    text or ""}``.
+
+    Raises:
+        ToolError: a tool is missing, fails or times out.
+    """
+    bindir = tool_dir()
+    cuobjdump = os.path.join(bindir, "cuobjdump")
+    with tempfile.TemporaryDirectory(prefix="accelopt-cubin-") as tmp:
+        cub, src = os.path.join(tmp, "k.cubin"), os.path.join(tmp, "k.ptx")
+        with open(cub, "wb") as f:
+            f.write(cubin)
+        with open(src, "w") as f:
+            f.write(ptx)
+        argv = ptxas_argv(ptxas_path(capability), capability, fp_fusion, src, src + ".o")
+        procs = {
+            "cuobjdump --dump-resource-usage": _start([cuobjdump, "--dump-resource-usage", cub]),
+            "ptxas -v": _start(argv),
+        }
+        if sass:
+            procs["cuobjdump -sass"] = _start([cuobjdump, "-sass", cub])
+        texts = {name: _finish(proc, name) for name, proc in procs.items()}
+    return {
+        "usage": parse_resource_usage(texts["cuobjdump --dump-resource-usage"]),
+        "ptxas": parse_ptxas(texts["ptxas -v"]),
+        "sass": texts.get("cuobjdump -sass", ""),
+    }
+
+
+def text_sections(cubin: bytes) -> dict[str, bytes]:
+    """``{function: machine code}`` of a cubin (ELF64, little-endian): its ``.text.<function>``
+    sections.
+
+    Raises:
+        ToolError: ``cubin`` is not a 64-bit little-endian ELF file.
+    """
+    import struct
+
+    if cubin[:6] != b"\x7fELF\x02\x01":
+        raise ToolError("not a 64-bit little-endian ELF cubin")
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    entsize, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)
+    # Elf64_Shdr: sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, ...
+    headers = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * entsize) for i in range(count)]
+    names_at = headers[names_index][4]
+    out = {}
+    for name_off, _, _, _, offset, size in headers:
+        start = names_at + name_off
+        name = cubin[start : cubin.index(b"\0", start)].decode("ascii", "replace")
+        if name.startswith(".text."):
+            out[name[len(".text.") :]] = cubin[offset : offset + size]
+    return out
+
+
+_ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
+
+
+def disassemble(codes: dict, capability: int) -> dict:
+    """SASS text of each machine code in ``codes`` (key -> bytes, all for ``capability``), from
+    ONE ``nvdisasm -b SM<cc>[a]`` run over their concatenation (each run of the disassembler
+    costs ≈0.35 s of CPU before it reads anything), split by instruction address.
+
+    Raises:
+        ToolError: nvdisasm is missing, fails or times out.
+    """
+    suffix = "a" if capability >= 90 else ""
+    spans, blob = [], b""
+    for key, code in codes.items():
+        spans.append((key, len(blob), len(blob) + len(code)))
+        blob += code
+    out: dict = {key: [] for key in codes}
+    if not blob:
+        return {key: "" for key in codes}
+    with tempfile.TemporaryDirectory(prefix="accelopt-sass-") as tmp:
+        path = os.path.join(tmp, "code.bin")
+        with open(path, "wb") as f:
+            f.write(blob)
+        argv = [os.path.join(tool_dir(), "nvdisasm"), "-b", f"SM{capability}{suffix}", path]
+        text = _finish(_start(argv), "nvdisasm")
+    for line in text.splitlines():
+        m = _ADDRESS.search(line)
+        if m is None:
+            continue
+        at = int(m.group(1), 16)
+        for key, start, end in spans:
+            if start <= at < end:
+                out[key].append(line)
+                break
+    return {key: "\n".join(lines) for key, lines in out.items()}

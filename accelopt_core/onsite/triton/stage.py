@@ -1,0 +1,304 @@
+"""The compile stage's process and the judge's handle on it (issue 21, item 1).
+
+The judge forks it right after the candidate and reference processes (:func:`spawn`), so it
+runs while the interpreter evaluation does. It executes the candidate's module, so it gets the
+candidate's isolation (:func:`..contestant.process.isolate`: fds closed, capabilities dropped,
+private directories, death with the judge; ``RLIMIT_AS`` on CPU; the evaluation's deadline).
+In it, triton is switched to compile mode (:func:`.twin.switch_to_compiler`: the warm
+parent's prepared compile-mode modules, else a fresh import; the compiled extension and
+Triton's on-disk cache are kept) and :func:`.compile.run_stage` compiles every launch. On a CUDA target the device found there is
+compiled for; a name that differs from the request's ``gpu`` is a warning.
+
+Its one answer is data only, checked here (:func:`_checked`): a candidate can make its own
+stage fail, never another candidate pass. :func:`merge` adds it to the evaluation's result:
+a compile or launch failure replaces a passing (or interpreter-limited) verdict; a kernel the
+interpreter cannot run keeps its failure status and gains ``metrics["gpu"]`` and
+``metrics["not_timed"]``. Standard library only at module level.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ..protocol import result_dict
+from ..runtime.channel import Channel, ChannelError
+from ..runtime.interpreter import INTERP, WAY_OUT
+from .devices import Device, from_runtime, lookup
+from .twin import switch_to_compiler
+
+#: Longest Nsight Compute run, s; longest wait of the stage for the judge's go, s.
+NCU_TIMEOUT_S, NCU_WAIT_S = 120.0, 3600.0
+
+
+def device_for(req: dict) -> tuple[Device | None, str | None]:
+    """``(device, warning)`` for the request's ``gpu`` (default :data:`.devices.DEFAULT`
+    when the key is absent; ``None``/``"none"``: no stage); an unknown name gives no stage
+    and a warning."""
+    from .devices import DEFAULT
+
+    name = req.get("gpu", DEFAULT)
+    try:
+        return lookup(name), None
+    except KeyError as exc:
+        return None, f"no compile stage: {exc.args[0]}"
+
+
+def _cuda_device(requested: Device, warnings: list[str]) -> Device:
+    """On a CUDA target: the table's device for the GPU there (a warning when it differs from
+    ``requested``, or when it is not in the table and ``requested`` is kept)."""
+    import torch
+
+    name = torch.cuda.get_device_name(0)
+    found = from_runtime(name, torch.cuda.get_device_capability(0))
+    if found is None:
+        warnings.append(
+            f"the GPU here ({name}) is not in the device table; compiled for {requested.name}"
+        )
+        return requested
+    if found.name != requested.name:
+        warnings.append(
+            f"the GPU here is {name} ({found.arch}); the setting names "
+            f"{requested.name}: compiled for {found.name}"
+        )
+    return found
+
+
+def _body(fds: tuple[int, int], setup: dict) -> None:
+    """The stage process after the fork; never returns."""
+    import faulthandler
+    import signal
+
+    from ..contestant.process import isolate
+    from ..runtime.device import limit_address_space
+
+    try:
+        rfd, wfd = isolate(fds, setup["dirs"], signal.SIGKILL, setup["judge"])
+        faulthandler.enable(file=sys.stderr)
+        if not setup["use_cuda"]:
+            limit_address_space(int(setup["memory_limit_mb"]) * 1024 * 1024)
+        chan = Channel(rfd, wfd)
+        switch_to_compiler()
+        warnings: list[str] = []
+        if setup["use_cuda"]:
+            setup["gpu"] = _cuda_device(setup["gpu"], warnings)
+        from .compile import run_stage
+
+        try:
+            answer = run_stage(setup)
+        except Exception as exc:  # noqa: BLE001 - no verdict from a stage that broke
+            answer = {"warning": f"compile stage failed: {type(exc).__name__}: {exc}"[:400]}
+        if "gpu" in answer:
+            answer["gpu"]["warnings"] = warnings + answer["gpu"]["warnings"]
+        ncu = _ncu_path(setup, answer)
+        answer["ncu_ready"] = ncu is not None
+        chan.send(answer)
+        if ncu is not None:
+            _serve_ncu(chan, setup, answer, ncu)
+    finally:
+        os._exit(0)
+
+
+def _ncu_path(setup: dict, answer: dict) -> str | None:
+    """``ncu`` when this stage may profile (a CUDA target with ``ncu`` on PATH and kernels
+    compiled), else None."""
+    from .ncu import ncu_path
+
+    if not setup["use_cuda"] or not answer.get("gpu", {}).get("kernels"):
+        return None
+    return ncu_path()
+
+
+def _serve_ncu(chan: Channel, setup: dict, answer: dict, ncu: str) -> None:
+    """Wait for the judge's go (sent after its timing, for a passing candidate), run Nsight
+    Compute on the compiled kernels (:func:`.ncu.profile`) and send ``{"ncu": ...}`` or
+    ``{"warning": ...}``."""
+    from .ncu import profile
+
+    try:
+        go = chan.recv(NCU_WAIT_S)
+    except ChannelError:
+        return
+    if not go.get("ncu"):
+        return
+    kernels = [k["kernel"] for k in answer["gpu"]["kernels"]]
+    timeout = max(1.0, min(float(go.get("timeout_s") or NCU_TIMEOUT_S), NCU_TIMEOUT_S))
+    chan.send(
+        profile(dict(setup, device="cuda", tmp=setup["dirs"].get("tmp")), kernels, ncu, timeout)
+    )
+
+
+class StagePeer:
+    """The judge's end of the stage process: its pid, channel and device."""
+
+    def __init__(self, proc, device: Device) -> None:
+        self.proc, self.device = proc, device
+
+    def answer(self, deadline: float, result: dict | None = None) -> dict:
+        """The stage's checked answer (:func:`_checked`), waiting until ``deadline``
+        (monotonic s); a stage that dies or does not answer in time gives a warning. With a
+        passing ``result`` on a stage that can run Nsight Compute, also its ``"ncu"`` facts
+        (:meth:`ncu`)."""
+        try:
+            raw = self.proc.chan.recv(max(deadline - time.monotonic(), 0.01))
+        except ChannelError as exc:
+            why = "did not finish in time" if exc.kind == "timeout" else "died"
+            return facts_of(self.device, f"the compile stage for {self.device.name} {why}")
+        answer = _checked(raw, self.device)
+        if raw.get("ncu_ready") is True and (result or {}).get("status") == "ok":
+            if "gpu" in answer:
+                self.ncu(answer, deadline)
+        return answer
+
+    def ncu(self, answer: dict, deadline: float) -> None:
+        """Ask the stage for Nsight Compute facts (after the timing: its replays would disturb
+        it) and put them in ``answer["ncu"]`` (:func:`.ncu.checked`), or a warning in
+        ``answer["gpu"]["warnings"]``."""
+        from .ncu import checked
+
+        left = deadline - time.monotonic()
+        if left < 2.0:
+            answer["gpu"]["warnings"].append("Nsight Compute skipped: no time left")
+            return
+        try:
+            self.proc.chan.send({"ncu": True, "timeout_s": min(left - 1.0, NCU_TIMEOUT_S)})
+            raw = self.proc.chan.recv(left)
+        except ChannelError as exc:
+            answer["gpu"]["warnings"].append(f"Nsight Compute gave no answer ({exc.kind})")
+            return
+        facts = checked(raw.get("ncu"))
+        if facts is None:
+            warning = str(raw.get("warning") or "Nsight Compute sent malformed facts")[:400]
+            answer["gpu"]["warnings"].append(warning)
+        else:
+            answer["ncu"] = facts
+
+    def stop(self) -> None:
+        """Kill and reap the stage process, close the channel."""
+        self.proc.kill()
+        self.proc._wait(5.0)
+        self.proc.chan.close()
+
+
+def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> StagePeer | None:
+    """Fork the stage process for the request's ``gpu`` (None: no stage). Call with the
+    candidate and reference processes, before CUDA is initialised."""
+    from ..judge.peers import Candidate, fork_peer
+    from ..runtime.loading import project_of
+
+    device, warning = device_for(req)
+    if device is None:
+        if warning:
+            ctx.setdefault("gpu_warnings", []).append(warning)
+        return None
+    setup = {
+        "candidate_source": req["candidate_source"],
+        "harness_source": req["harness_source"],
+        "entry": req["entry"],
+        "source_name": req.get("source_name"),
+        "cand_file": ctx["cand_file"],
+        "project": project_of(req),
+        "seed": (req.get("seeds") or [1])[0],
+        "gpu": device,
+        "use_cuda": use_cuda,
+        "dirs": dirs,
+        "memory_limit_mb": int(req.get("memory_limit_mb") or 8192),
+        "judge": os.getpid(),
+    }
+    proc = fork_peer(dict(req), ctx, lambda fds: _body(fds, setup), Candidate, dirs["x"])
+    return StagePeer(proc, device)
+
+
+_KERNEL_KEYS = {
+    "kernel": str,
+    "config": str,
+    "grid": list,
+    "launches": int,
+    "registers": int,
+    "spill_stores": int,
+    "spill_loads": int,
+    "local_bytes": int,
+    "shared_bytes": int,
+    "threads": int,
+    "occupancy": dict,
+    "sass": dict,
+}
+
+
+def facts_of(device: Device, warning: str) -> dict:
+    """An answer without kernel facts: ``{"gpu": {... "kernels": [], "warnings": [warning]}}``."""
+    return {
+        "gpu": {
+            "device": device.name,
+            "arch": device.arch,
+            "compile_s": 0.0,
+            "cached": 0,
+            "kernels": [],
+            "warnings": [warning],
+        }
+    }
+
+
+def _checked(raw: dict, device: Device) -> dict:
+    """The stage's answer, kept only in the contract's shape (types checked, sizes bounded):
+    ``{"gpu": ...}``, ``{"failure": incorrect result}`` or ``{"warning": text}``."""
+    if isinstance(raw.get("failure"), dict):
+        fail = raw["failure"]
+        msg = str(fail.get("message") or "")[:1200]
+        line = fail.get("line") if type(fail.get("line")) is int else None
+        if msg.startswith(("does not compile for ", "cannot launch on ")):
+            return {"failure": result_dict("incorrect", msg, line=line)}
+        return facts_of(device, "the compile stage sent a malformed failure")
+    gpu = raw.get("gpu")
+    if not isinstance(gpu, dict):
+        return facts_of(device, str(raw.get("warning") or "the compile stage sent no facts")[:400])
+    kernels = [
+        {k: v for k, v in entry.items() if k in _KERNEL_KEYS and isinstance(v, _KERNEL_KEYS[k])}
+        for entry in (gpu.get("kernels") or [])[:64]
+        if isinstance(entry, dict)
+    ]
+    out = {
+        "device": str(gpu.get("device") or device.name)[:40],
+        "arch": str(gpu.get("arch") or device.arch)[:12],
+        "compile_s": float(gpu.get("compile_s") or 0.0),
+        "cached": int(gpu.get("cached") or 0),
+        "kernels": kernels,
+        "warnings": [str(w)[:400] for w in (gpu.get("warnings") or [])[:20]],
+    }
+    return {"gpu": out}
+
+
+def interpreter_limit(result: dict) -> str | None:
+    """The reason when ``result`` failed because the CPU interpreter cannot run the kernel
+    (:mod:`..runtime.interpreter` named it), else None."""
+    msg = str(result.get("message") or "")
+    if result.get("status") == "ok" or INTERP not in msg:
+        return None
+    reason = msg.split(WAY_OUT)[0].strip().rstrip(".")
+    return reason.replace(INTERP, "the interpreter")[:400]
+
+
+def merge(result: dict, answer: dict | None, ctx: dict) -> dict:
+    """``result`` (the interpreter evaluation's) with the stage's ``answer``: a compile or
+    launch failure replaces a passing or interpreter-limited verdict (the env fields kept);
+    facts go to ``metrics["gpu"]``; an interpreter-limited failure also gets
+    ``metrics["not_timed"]``. Warnings without facts go to ``metrics["gpu"]["warnings"]``."""
+    pending = ctx.pop("gpu_warnings", [])
+    if answer is None:
+        return result
+    limited = interpreter_limit(result)
+    if "failure" in answer:
+        if result.get("status") == "ok" or limited:
+            env = {k: result[k] for k in ("device", "versions") if k in result}
+            return dict(answer["failure"], **env)
+        return result
+    metrics = result.setdefault("metrics", {})
+    gpu = answer["gpu"]
+    gpu["warnings"] = pending + gpu.get("warnings", [])
+    metrics["gpu"] = gpu
+    if answer.get("ncu"):
+        metrics["ncu"] = answer["ncu"]
+    if limited and gpu.get("kernels"):
+        metrics["not_timed"] = f"the CPU interpreter cannot run this kernel ({limited})"
+    return result

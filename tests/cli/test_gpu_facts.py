@@ -1,0 +1,178 @@
+"""What `accelopt profile` and `accelopt optimize` say about the GPU the kernels are compiled
+for (issue 21) and the shapes a result was checked on (issue 22), and the `accelopt.gpu`
+setting on the host side: the `--gpu` flag, the request, the evaluation cache key.
+
+The results are hand-made with the metrics of the data contract (tests/gpu_metrics.py). The
+end-to-end tests run the real CLI in subprocesses on the real softmax example: a first real
+profile fills the evaluation cache, whose verdict is then replaced by the hand-made one, so the
+next run is served it through the real cache path.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from accelopt_cli import render
+from accelopt_cli.main import build_parser, effective_settings_for
+from accelopt_core.evaluation import Evaluator
+from accelopt_core.evaluation.cache import cache_key
+from accelopt_core.settings import Settings, load_settings
+from tests.cli.test_cli_e2e import SOFTMAX, cli_env, run_cli  # noqa: F401 (fixture)
+from tests.gpu_metrics import (
+    not_timed_result,
+    ok_result,
+    replace_cached_results,
+    spilling_metrics,
+)
+
+
+def _console() -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    return Console(file=buf, width=250), buf
+
+
+def test_profile_text_shows_gpu_facts_sass_and_the_shapes_checked() -> None:
+    (out, out_buf), (err, err_buf) = _console(), _console()
+    render.print_profile(out, err, ok_result(), "softmax.py")
+    text = out_buf.getvalue()
+    assert "GPU H100 SXM5 (sm_90), compiled ahead of time in 0.41 s" in text
+    assert "softmax_kernel [BLOCK_SIZE=64, num_warps=4, num_stages=3] grid 16×1×1: 44 " in text
+    assert "occupancy 32/64 warps per SM, 50%, limited by registers" in text
+    assert "SASS: tensor cores: none · global loads: 4 × 128-bit, 0 narrower" in text
+    assert "timed on 1 shape, checked on 4 derived shapes" in text
+    assert "checked: x[1] 64→63 (x: 16×63)" in text
+    assert err_buf.getvalue() == ""
+
+
+def test_profile_warns_about_spills_once() -> None:
+    (out, _), (err, err_buf) = _console(), _console()
+    result = ok_result(spilling_metrics())
+    result.warnings = ["softmax_kernel: 24 bytes spill stores on sm_90"]  # also the result's
+    render.print_profile(out, err, result, "softmax.py")
+    assert err_buf.getvalue().splitlines() == [
+        "warning: softmax_kernel: 24 bytes spill stores on sm_90"
+    ]
+
+
+def test_a_kernel_the_interpreter_cannot_run_is_headed_not_timed() -> None:
+    (out, out_buf), (err, _) = _console(), _console()
+    render.print_profile(out, err, not_timed_result(), "liger.py")
+    lines = out_buf.getvalue().splitlines()
+    assert lines[0] == (
+        "liger.py: not timed: the CPU interpreter cannot run this kernel (`.to()` on a float "
+        "argument); time it on a GPU target"
+    )
+    assert lines[1].startswith("interpreter run: compile error (line 12)")
+    assert lines[2].startswith("GPU H100 SXM5 (sm_90)")
+
+
+def test_gpu_flag_overrides_the_setting_and_rejects_unknown_devices(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = build_parser()
+    for command in ("profile", "optimize"):
+        args = parser.parse_args([command, "k.py", "--gpu", "A100"])
+        effective = effective_settings_for(args)
+        assert effective.settings.gpu == "A100"
+        assert effective.sources["gpu"] == "command line"
+    assert effective_settings_for(parser.parse_args(["profile", "k.py"])).settings.gpu == (
+        "H100 SXM5"
+    )
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["profile", "k.py", "--gpu", "H800"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'H800'" in capsys.readouterr().err
+
+
+def test_the_gpu_setting_reaches_the_request_and_the_cache_key() -> None:
+    settings, _ = load_settings({"gpu": "A100"})
+    request = Evaluator(None, settings).build_request("src = 1\n", "src = 1\n", "entry")  # type: ignore[arg-type]
+    assert request.gpu == "A100"
+    none = Evaluator(None, load_settings({"gpu": "none"})[0]).build_request("s\n", "s\n", "e")  # type: ignore[arg-type]
+    assert none.gpu is None
+
+
+def test_a_result_compiled_for_sm_80_is_not_reused_for_sm_90() -> None:
+    request = Evaluator(None, Settings()).build_request("src = 1\n", "src = 1\n", "entry")  # type: ignore[arg-type]
+    keys = set()
+    for gpu in ("A100", "H100 SXM5", None):
+        request.gpu = gpu
+        keys.add(cache_key(request, "local:cpu"))
+    assert len(keys) == 3
+
+
+# -- end to end: the real CLI, the real cache -------------------------------------------------
+
+
+@pytest.mark.slow
+def test_profile_of_a_kernel_the_interpreter_cannot_run_exits_0_with_device_facts(
+    tmp_path: Path,
+    cli_env: dict[str, str],  # noqa: F811
+) -> None:
+    kernel = tmp_path / "softmax.py"
+    shutil.copy(SOFTMAX, kernel)
+    run_cli("profile", str(kernel), env=cli_env)  # a real verdict, now in the cache
+    assert replace_cached_results(Path(cli_env["ACCELOPT_MEMORY_DIR"]), not_timed_result()) >= 1
+
+    text = run_cli("profile", str(kernel), env=cli_env)
+    assert text.returncode == 0, text.stderr
+    assert "not timed: the CPU interpreter cannot run this kernel" in text.stdout
+    assert "time it on a GPU target" in text.stdout
+    assert "44 registers/thread" in text.stdout and "(sm_90)" in text.stdout
+
+    as_json = run_cli("profile", str(kernel), "--json", env=cli_env)
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert data["gpu"] == "H100 SXM5"
+    assert data["metrics"]["gpu"]["arch"] == "sm_90"
+    assert data["metrics"]["derived_shapes"]["used"][0]["name"] == "x[1] 64→63"
+    assert data["metrics"]["not_timed"].startswith("the CPU interpreter cannot run")
+
+
+def _report(baseline_result, candidates=()):
+    from accelopt_core.kernelfile import parse_kernel_file
+    from accelopt_core.search import Candidate, SearchReport
+
+    source = SOFTMAX.read_text()
+    base = Candidate.baseline(source, baseline_result)
+    report = SearchReport(
+        path=str(SOFTMAX), kernel_name="softmax_kernel", entry="softmax", baseline=base,
+        candidates=list(candidates), original_source=source, target="local",
+        timing="interpreter", proposer="offline",
+    )  # fmt: skip
+    return report, parse_kernel_file(source, str(SOFTMAX))
+
+
+def test_optimize_says_ranking_needs_timing_on_a_gpu_target() -> None:
+    (out, out_buf), (err, _) = _console(), _console()
+    report, kf = _report(not_timed_result())
+    render.print_search_report(out, err, report, kf, "softmax_kernel", str(SOFTMAX))
+    text = out_buf.getvalue()
+    assert "shapes: timed on 1 shape, checked on 4 derived shapes (every candidate)" in text
+    assert "44 registers/thread" in text
+    assert (
+        "not ranked: ranking needs timing on a GPU target; the CPU interpreter cannot run this "
+        "kernel (`.to()` on a float argument)." in text
+    )
+
+
+def test_search_report_shows_the_best_candidate_s_gpu_facts() -> None:
+    from accelopt_core.search import Candidate
+
+    (out, out_buf), (err, _) = _console(), _console()
+    report, kf = _report(ok_result(latency_ms=2.0))
+    best = Candidate("c1", kf.source + "# faster\n", report.baseline.id, "bigger blocks", "",
+                     ok_result(latency_ms=1.0), 1)  # fmt: skip
+    best.speedup, best.retimed = 2.0, True
+    report.candidates = [best]
+    render.print_search_report(out, err, report, kf, "softmax_kernel", str(SOFTMAX))
+    text = out_buf.getvalue()
+    assert "best candidate's profile:" in text
+    assert "  GPU H100 SXM5 (sm_90), compiled ahead of time in 0.41 s" in text
+    assert "ranking needs timing" not in text

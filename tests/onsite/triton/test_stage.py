@@ -1,0 +1,95 @@
+"""The compile stage inside a real evaluation (the cold worker, issue 21): each way a candidate
+fails on an H100 is ``incorrect`` with its reason and line, a legitimate retiling passes with
+sm_90 facts, spills are a warning, and a failing autotune config is a failure of that config."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from accelopt_core.onsite.protocol import EvalRequest, EvalResult
+from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
+from tests.onsite.triton.variants import FAILING, MATMUL, RETILE
+
+pytestmark = pytest.mark.slow
+
+SOFTMAX = (
+    __import__("pathlib").Path(__file__).resolve().parents[3] / "examples/triton/softmax.py"
+).read_text()
+
+#: One program holds a whole 8,192-wide row in one warp: 256 floats per thread, spilled.
+SPILL = SOFTMAX.replace("    BLOCK_SIZE = 16\n", "    BLOCK_SIZE = 8192\n")
+
+AUTOTUNED = MATMUL.replace(
+    "@triton.jit\ndef matmul_kernel(",
+    "@triton.autotune(configs=[triton.Config({}, num_warps=1, num_stages=1),"
+    " triton.Config({}, num_warps=64, num_stages=1)], key=['M'])\n@triton.jit\ndef matmul_kernel(",
+).replace("        num_warps=1,\n        num_stages=1,\n", "")
+
+
+def _evaluate(harness: str, candidate: str, entry: str) -> EvalResult:
+    req = EvalRequest(
+        candidate_source=candidate,
+        harness_source=harness,
+        entry=entry,
+        source_name=f"{entry}.py",
+        seeds=[1, 2],
+        timeout_s=600,
+    )
+    proc = subprocess.run(
+        worker_argv(sys.executable), input=encode_stdin(req), capture_output=True, timeout=900
+    )
+    return decode_result(proc.stdout, proc.stderr, proc.returncode)
+
+
+CASES = {name: (MATMUL, src, "matmul") for name, (src, _) in FAILING.items()}
+CASES.update(
+    retile=(MATMUL, RETILE, "matmul"),
+    spill=(SOFTMAX, SPILL, "softmax"),
+    autotune=(MATMUL, AUTOTUNED, "matmul"),
+)
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, EvalResult]:
+    with ThreadPoolExecutor(2) as pool:
+        done = pool.map(lambda item: (item[0], _evaluate(*item[1])), CASES.items())
+        return dict(done)
+
+
+@pytest.mark.parametrize("name", list(FAILING))
+def test_failure_kind_is_incorrect_with_reason(results, name: str) -> None:
+    result = results[name]
+    assert result.status == "incorrect", result.message
+    assert FAILING[name][1] in result.message
+    assert result.line is not None
+
+
+def test_legitimate_retiling_passes_with_sm90_facts(results) -> None:
+    result = results["retile"]
+    assert result.ok, result.message
+    gpu = result.metrics["gpu"]
+    assert (gpu["device"], gpu["arch"]) == ("H100 SXM5", "sm_90")
+    first = gpu["kernels"][0]
+    assert first["config"] == "BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_stages=2"
+    assert first["registers"] > 0 and first["threads"] == 128
+    assert first["sass"]["tensor_core_op"] in ("HMMA", "HGMMA")
+    assert 0 < first["occupancy"]["percent"] <= 100
+
+
+def test_spills_are_a_warning(results) -> None:
+    result = results["spill"]
+    assert result.ok, result.message
+    kernel = result.metrics["gpu"]["kernels"][0]
+    assert kernel["spill_stores"] > 0 and kernel["sass"]["stl"] > 0
+    assert any("spill stores" in w for w in result.metrics["gpu"]["warnings"])
+
+
+def test_failing_autotune_config_is_a_failure_of_that_config(results) -> None:
+    result = results["autotune"]
+    assert result.status == "incorrect", result.message
+    assert "threads per block 2,048 > 1,024" in result.message
+    assert "autotune config BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=64" in result.message
