@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
@@ -31,14 +31,21 @@ if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
     from pygls.progress import Progress
 
-    from .features.base import LanguageFeature
-
 log = logging.getLogger("accelopt.server")
 
 #: At most one workspace/codeLens/refresh per this many seconds.
 LENS_REFRESH_S = 0.3
 
-F = TypeVar("F", bound="LanguageFeature")
+
+class Feature(Protocol):
+    """A feature as the context keeps it: an object bound to one context. The lifecycle hooks
+    the server calls are those of :class:`accelopt_server.features.base.LanguageFeature`, which
+    every feature subclasses; the context itself needs only this (so it imports no feature)."""
+
+    ctx: ServerContext
+
+
+F = TypeVar("F", bound=Feature)
 
 
 class ServerContext:
@@ -71,17 +78,17 @@ class ServerContext:
         self.tasks = BackgroundTasks()
         self.jobs = JobManager(self.adapter.capacity, tasks=self.tasks)
         self.log_handler = install_log_handler(ls.window_log_message, self.redact)
-        self._features: dict[type[LanguageFeature], LanguageFeature] = {}
+        self._features: dict[type[Feature], Feature] = {}
         self._lens_refresh: asyncio.TimerHandle | None = None
 
     # -- features -------------------------------------------------------------------------------
 
-    def add_feature(self, feature: LanguageFeature) -> None:
+    def add_feature(self, feature: Feature) -> None:
         """Register a feature (hooks are called in registration order)."""
         self._features[type(feature)] = feature
 
     @property
-    def features(self) -> Sequence[LanguageFeature]:
+    def features(self) -> Sequence[Feature]:
         """Every registered feature, in registration order."""
         return tuple(self._features.values())
 

@@ -17,6 +17,7 @@ worker thread; a directory that cannot be written only logs a warning).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
 import os
@@ -162,16 +163,25 @@ class WorkloadBinder:
                     self.choices.setdefault(module, harness)
 
     def save_picks(self) -> None:
-        """Write the picks to the memory directory (atomically; a failure logs a warning).
+        """Write the picks to the memory directory (atomically; a failure logs a warning),
+        merged into what the file holds now, under a lock: another window's server on the same
+        memory directory keeps its picks (this one's win where both picked for a module).
         Blocking: call it in a thread."""
         path = self._picks_path()
         if path is None:
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{PICKS_FILE}.{os.getpid()}")
-            tmp.write_text(json.dumps(self.choices, indent=1, sort_keys=True), "utf-8")
-            os.replace(tmp, path)
+            with open(path.with_name(f".{PICKS_FILE}.lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    saved = json.loads(path.read_text("utf-8"))
+                except (OSError, ValueError):
+                    saved = {}
+                merged = {**(saved if isinstance(saved, dict) else {}), **self.choices}
+                tmp = path.with_name(f".{PICKS_FILE}.{os.getpid()}")
+                tmp.write_text(json.dumps(merged, indent=1, sort_keys=True), "utf-8")
+                os.replace(tmp, path)
         except OSError as exc:
             log.warning("could not save the harness picks to %s: %s", path, exc)
 

@@ -48,6 +48,7 @@ class _ClientSupport:
     literal: bool  # CodeAction objects (else only Commands)
     resolve: bool  # edits filled in by codeAction/resolve (with action data)
     llm_tag: bool  # the LLM-generated tag
+    preview: bool  # change annotations that need confirmation (VS Code: the refactor preview)
 
 
 class CodeActionsFeature(LanguageFeature):
@@ -95,6 +96,8 @@ class CodeActionsFeature(LanguageFeature):
             resolve="edit" in properties
             and bool(cap("text_document.code_action.data_support", False)),
             llm_tag=types.CodeActionTag.LlmGenerated in tags or 1 in tags,
+            preview=bool(cap("workspace.workspace_edit.change_annotation_support", None))
+            and bool(cap("workspace.workspace_edit.document_changes", False)),
         )
 
     def _harness_action(
@@ -133,7 +136,10 @@ class CodeActionsFeature(LanguageFeature):
         support: _ClientSupport,
     ) -> list[types.CodeAction]:
         """One rewrite per offered improvement of the kernel, best first (applied ones are
-        retired)."""
+        retired); the best is preferred (one keystroke applies it). Where the client can
+        confirm annotated edits, each rewrite also comes as a preview: the same edit marked
+        ``needsConfirmation``, which VS Code opens in its refactor preview (the diff, then
+        Apply or Discard)."""
         results = self.ctx.feature(ResultsFeature)
         report = results.offered(uri, kf, kernel.name)
         candidates = await results.offered_candidates(uri, kf, kernel.name)
@@ -146,26 +152,33 @@ class CodeActionsFeature(LanguageFeature):
         )
         limit = self.ctx.settings(uri).max_code_actions
         actions = []
-        for cand in candidates[:limit]:
+        for rank, cand in enumerate(candidates[:limit]):
             action = types.CodeAction(
                 title=present.candidate_title(cand),
                 kind=types.CodeActionKind.RefactorRewrite,
                 tags=tags,
+                is_preferred=rank == 0 or None,
             )
+            data = {
+                "type": "candidate",
+                "uri": uri,
+                "kernel": kernel.name,
+                "candidateId": cand.id,
+                "version": doc.version,
+            }
             if support.resolve:
-                action.data = {
-                    "type": "candidate",
-                    "uri": uri,
-                    "kernel": kernel.name,
-                    "candidateId": cand.id,
-                    "version": doc.version,
-                }
+                action.data = data
             else:
                 args = [uri, kernel.name, cand.id, doc.version]
                 action.command = types.Command(
                     title=action.title, command="accelopt.applyCandidate", arguments=args
                 )
             actions.append(action)
+            if support.resolve and support.preview:
+                title = present.candidate_title(cand, preview=True)
+                kind = types.CodeActionKind.RefactorRewrite
+                preview = {**data, "preview": True}
+                actions.append(types.CodeAction(title=title, kind=kind, tags=tags, data=preview))
         return actions
 
     def _search_action(self, uri: str, kernel: KernelInfo) -> types.CodeAction:
@@ -195,7 +208,11 @@ class CodeActionsFeature(LanguageFeature):
         if data["type"] == "candidate":
             try:
                 action.edit, _ = self.edits.candidate(
-                    data["uri"], data["kernel"], data["candidateId"], data["version"]
+                    data["uri"],
+                    data["kernel"],
+                    data["candidateId"],
+                    data["version"],
+                    preview=data.get("preview") is True,
                 )
             except JsonRpcContentModified as exc:
                 log.debug("%s", exc.message)
@@ -254,6 +271,8 @@ def _resolve_data(data: Any) -> dict[str, Any]:
     version = data.get("version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
         raise JsonRpcInvalidParams("codeAction/resolve: data.version must be an integer")
+    if not isinstance(data.get("preview", False), bool):
+        raise JsonRpcInvalidParams("codeAction/resolve: data.preview must be a boolean")
     return {**data, "version": version}
 
 

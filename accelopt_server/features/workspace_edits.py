@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from ..context import ServerContext
 
 
+#: The id of the change annotation of a previewed candidate edit.
+PREVIEW = "accelopt.preview"
+
+
 class WorkspaceEdits:
     """Builds the edits of the code actions (for ``codeAction/resolve`` and
     ``accelopt.applyCandidate``)."""
@@ -91,10 +95,11 @@ class WorkspaceEdits:
         return self.wrap(doc, text_edits(source, new, doc.position_codec))
 
     def candidate(
-        self, uri: str, kernel: str, candidate_id: str, version: object
+        self, uri: str, kernel: str, candidate_id: str, version: object, *, preview: bool = False
     ) -> tuple[types.WorkspaceEdit, str]:
         """The edit applying a candidate to the document version it was offered for, and the
-        candidate's title.
+        candidate's title. With ``preview``, every text edit carries a change annotation that
+        needs confirmation (:meth:`confirmed`): the client shows the diff before applying.
 
         Raises:
             JsonRpcContentModified: the document changed since (or the lines the candidate
@@ -119,5 +124,28 @@ class WorkspaceEdits:
             merged = rebase(report.original_source, cand.source, current)
         except RebaseConflict as exc:
             raise JsonRpcContentModified(f"AccelOpt: cannot apply {candidate_id}: {exc}") from exc
-        edit = self.wrap(doc, text_edits(current, merged, doc.position_codec))
-        return edit, present.candidate_title(cand)
+        edits = text_edits(current, merged, doc.position_codec)
+        title = present.candidate_title(cand)
+        if preview:
+            return self.confirmed(doc, edits, title), title
+        return self.wrap(doc, edits), title
+
+    def confirmed(
+        self, doc: TextDocument, edits: list[types.TextEdit], label: str
+    ) -> types.WorkspaceEdit:
+        """``edits`` as a versioned document change whose edits share one change annotation
+        with ``needsConfirmation`` (LSP 3.16): VS Code opens its refactor preview on it."""
+        annotation = types.ChangeAnnotation(
+            label=label,
+            needs_confirmation=True,
+            description="AccelOpt: the verified candidate's diff, applied only when confirmed",
+        )
+        annotated: list[types.TextEdit | types.AnnotatedTextEdit] = [
+            types.AnnotatedTextEdit(range=e.range, new_text=e.new_text, annotation_id=PREVIEW)
+            for e in edits
+        ]
+        versioned = types.OptionalVersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version)
+        return types.WorkspaceEdit(
+            document_changes=[types.TextDocumentEdit(text_document=versioned, edits=annotated)],
+            change_annotations={PREVIEW: annotation},
+        )

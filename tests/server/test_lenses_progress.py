@@ -50,11 +50,17 @@ def count_lens_refreshes(s: LspSession) -> list[None]:
     return seen
 
 
-async def rewrites(s: LspSession, uri: str, line: int) -> list[types.CodeAction]:
+async def rewrites(
+    s: LspSession, uri: str, line: int, *, previews: bool = False
+) -> list[types.CodeAction]:
+    """The rewrite code actions offered on ``line`` (``previews``: only the "preview" ones a
+    client with confirmable change annotations gets beside each rewrite, else only the others)."""
     return [
         a
         for a in await s.code_actions(uri, line, 6)
-        if isinstance(a, types.CodeAction) and a.kind == types.CodeActionKind.RefactorRewrite
+        if isinstance(a, types.CodeAction)
+        and a.kind == types.CodeActionKind.RefactorRewrite
+        and bool((a.data or {}).get("preview")) == previews
     ]
 
 
@@ -112,7 +118,11 @@ async def test_lens_commands_refresh_progress_and_applied_improvement_retired(
             assert (len(refreshes) >= 2) == supports, refreshes
 
             offered = await rewrites(s, uri, kline)
-            assert len(offered) == 1
+            assert len(offered) == 1 and offered[0].is_preferred
+            previews = await rewrites(s, uri, kline, previews=True)
+            assert [a.title.startswith("AccelOpt: preview ") for a in previews] == (
+                [True] if client_name == "visual-studio-code" else []
+            )
             resolved = await client.code_action_resolve_async(offered[0])
             edits, _ = workspace_edit_for(resolved.edit, uri)
             applied = apply_text_edits(s.texts[uri], edits)
