@@ -190,8 +190,9 @@ class EvaluationSettings(_Model):
         "auto",
         description="The harness's module-level sizes (batch_size, dim, ...; KernelBench "
         "problems keep theirs there): 'auto' scales them down for the CPU interpreter until "
-        "the inputs fit a few MB (a GPU gets the published sizes), 'published' never scales, "
-        "'batch_size=16,dim=1536' pins those sizes on every target (the rest as 'auto').",
+        "the inputs of one call fit 256 KiB (a GPU gets the published sizes), 'published' "
+        "never scales, 'batch_size=16,dim=1536' pins those sizes on every target (the rest as "
+        "'auto').",
     )
 
     @field_validator("sizes")

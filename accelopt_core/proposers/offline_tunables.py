@@ -241,12 +241,16 @@ def _find_tunables(source: str, kernel_name: str) -> list[TunableParam]:
 def launcher_defs(
     tree: ast.Module, names: set[str]
 ) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    """The module-level definitions (also inside module-level ``if`` / ``try``) of ``names``."""
-    return [
-        s
-        for s in module_statements(tree.body)
-        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in names
-    ]
+    """The module-level definitions (also inside module-level ``if`` / ``try``) of ``names``,
+    and the methods named ``Cls.method`` among them (a KernelBench ``ModelNew.forward``)."""
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    found = []
+    for s in module_statements(tree.body):
+        if isinstance(s, defs) and s.name in names:
+            found.append(s)
+        elif isinstance(s, ast.ClassDef):
+            found += [m for m in s.body if isinstance(m, defs) and f"{s.name}.{m.name}" in names]
+    return found
 
 
 def kernel_loops(tree: ast.Module, kernel_name: str) -> bool:

@@ -336,3 +336,35 @@ def test_softmax_plans_stay_correct_under_interpreter(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("@@RESULTS@@"))
     assert json.loads(line[len("@@RESULTS@@") :]) == [True] * len(paths)
+
+
+MODEL_NEW = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+        return out
+"""
+
+
+def test_a_kernelbench_model_new_forward_is_a_launcher_whose_block_is_tuned() -> None:
+    from accelopt_core.proposers.offline_tunables import find_tunables
+
+    (block,) = [p for p in find_tunables(MODEL_NEW, "relu_kernel") if p.name == "BLOCK"]
+    assert (block.value, block.origin, block.launcher) == (1024, "launch", "forward")
+    line = MODEL_NEW.splitlines()[block.range.start_line - 1]  # 1-based lines
+    assert line[block.range.start_col :].startswith("1024)")
