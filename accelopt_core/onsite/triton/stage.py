@@ -134,17 +134,31 @@ class StagePeer:
 
     def __init__(self, proc, device: Device) -> None:
         self.proc, self.device = proc, device
+        self._raw: dict | None = None  # its answer, once received (:meth:`settle`)
+
+    def settle(self, deadline: float) -> None:
+        """Wait for the stage's answer before the timing starts, so that compiling (seconds of
+        CPU for a new kernel) never competes with the candidate's timed calls: at most half
+        the time left before ``deadline`` (monotonic s), at least 5 s; a stage still busy then
+        is answered for later by :meth:`answer`, as is one that died."""
+        left = deadline - time.monotonic()
+        try:
+            self._raw = self.proc.chan.recv(max(min(left, max(5.0, left / 2)), 0.01))
+        except ChannelError:
+            pass
 
     def answer(self, deadline: float, result: dict | None = None) -> dict:
         """The stage's checked answer (:func:`_checked`), waiting until ``deadline``
-        (monotonic s); a stage that dies or does not answer in time gives a warning. With a
-        passing ``result`` on a stage that can run Nsight Compute, also its ``"ncu"`` facts
-        (:meth:`ncu`)."""
-        try:
-            raw = self.proc.chan.recv(max(deadline - time.monotonic(), 0.01))
-        except ChannelError as exc:
-            why = "did not finish in time" if exc.kind == "timeout" else "died"
-            return facts_of(self.device, f"the compile stage for {self.device.name} {why}")
+        (monotonic s) unless :meth:`settle` already received it; a stage that dies or does not
+        answer in time gives a warning. With a passing ``result`` on a stage that can run Nsight
+        Compute, also its ``"ncu"`` facts (:meth:`ncu`)."""
+        raw = self._raw
+        if raw is None:
+            try:
+                raw = self.proc.chan.recv(max(deadline - time.monotonic(), 0.01))
+            except ChannelError as exc:
+                why = "did not finish in time" if exc.kind == "timeout" else "died"
+                return facts_of(self.device, f"the compile stage for {self.device.name} {why}")
         answer = _checked(raw, self.device)
         if raw.get("ncu_ready") is True and (result or {}).get("status") == "ok":
             if "gpu" in answer:
