@@ -34,8 +34,10 @@ HARNESS_VERSION = "1"
 #: ``@triton.autotune`` config checked, every shape of ``BENCH["shapes"]`` checked); issues 21
 #: and 22 "4" (every launch compiled for the target GPU: a kernel that does not compile or
 #: cannot launch there is incorrect; every candidate checked on the derived shapes the
-#: baseline is correct on).
-JUDGE_VERSION = "4"
+#: baseline is correct on); issue 20 "5" (interpreter latencies are the candidate process's
+#: CPU time, checked against the kernel's account of it, not wall time: cached wall-time
+#: latencies must not be ranked beside them).
+JUDGE_VERSION = "5"
 
 #: Prefix of the worker's one result line, the last line of its stdout.
 SENTINEL = "@@ACCELOPT_RESULT@@ "

@@ -126,6 +126,15 @@ def forged(x, scale):
     """A reward hack: the process clock patched to run 100x slow."""
     time.perf_counter = lambda: _REAL_CLOCK() * 0.01
     return launch(x, scale)
+
+
+_REAL_CPU_CLOCK = time.process_time
+
+
+def forged_cpu(x, scale):
+    """A reward hack: the process's CPU clock patched to run 100x slow."""
+    time.process_time = lambda: _REAL_CPU_CLOCK() * 0.01
+    return launch(x, scale)
 '''
 
 

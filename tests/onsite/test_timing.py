@@ -3,6 +3,7 @@ in-process under the Triton interpreter."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from accelopt_core.onsite.contestant.timing import (
     run_timed,
     timing_inconsistency,
 )
+from accelopt_core.onsite.runtime import clocks
 from tests.onsite.interp_kernels import CANDIDATE, inputs, interp, reference  # noqa: F401
 
 POOL_SIZE = 6
@@ -32,9 +34,17 @@ def _setup(torch):
     return counter, buffers, pool
 
 
-def _timed_phase(torch, entry, buffers, pool, counter, **kw):
-    """run_timed plus the judge's wall clock (time.monotonic, which the candidate does not
-    patch here) from the start of the timed phase to its end."""
+def _judge_clock_ms(clock: str) -> float:
+    """The judge's measure: time.monotonic (which the candidate does not patch here) for wall
+    time, this process's CPU time as the kernel accounts it for CPU time."""
+    if clock == clocks.CPU:
+        return clocks.process_cpu_ms(os.getpid())[0]
+    return time.monotonic() * 1000.0
+
+
+def _timed_phase(torch, entry, buffers, pool, counter, clock=clocks.WALL, **kw):
+    """run_timed on ``clock`` plus the judge's measure of the same kind
+    (:func:`_judge_clock_ms`) from the start of the timed phase to its end."""
     mark: list[float] = []
     run = run_timed(
         entry,
@@ -43,10 +53,11 @@ def _timed_phase(torch, entry, buffers, pool, counter, **kw):
         torch=torch,
         use_cuda=False,
         counter=counter,
-        on_timed_start=lambda: mark.append(time.monotonic()),
+        on_timed_start=lambda: mark.append(_judge_clock_ms(clock)),
+        clock=clock,
         **{"rep_ms": 1e9, "warmup_ms": 0.0, **kw},
     )
-    return run, (time.monotonic() - mark[0]) * 1000.0
+    return run, _judge_clock_ms(clock) - mark[0]
 
 
 def test_run_timed_refills_in_place_and_counts_launches(interp):  # noqa: F811
@@ -121,20 +132,48 @@ def test_honest_samples_are_consistent_on_a_loaded_machine(interp):  # noqa: F81
     assert timing_inconsistency(wall, run.samples_ms, allowance, min_share=0.8) is None
 
 
-def test_forged_clock_is_inconsistent(interp):  # noqa: F811
+@pytest.mark.parametrize(
+    ("clock", "forger", "name"),
+    [(clocks.WALL, "forged", "perf_counter"), (clocks.CPU, "forged_cpu", "process_time")],
+)
+def test_forged_clock_is_inconsistent(interp, clock, forger, name):  # noqa: F811
     torch, cand, _ = interp
     counter, buffers, pool = _setup(torch)
-    real = time.perf_counter
+    real = getattr(time, name)
     try:
-        run, wall = _timed_phase(torch, cand.forged, buffers, pool, counter)
+        run, measured = _timed_phase(torch, getattr(cand, forger), buffers, pool, counter, clock)
     finally:
-        time.perf_counter = real
-    assert sum(run.samples_ms) < wall / 10  # the forgery took effect
+        setattr(time, name, real)
+    assert sum(run.samples_ms) < measured / 10  # the forgery took effect
     allowance = overhead_allowance_ms(
-        buffers, pool, run.outputs[0], len(run.samples_ms), torch=torch, use_cuda=False
+        buffers,
+        pool,
+        run.outputs[0],
+        len(run.samples_ms),
+        torch=torch,
+        use_cuda=False,
+        clock=clock,
     )
-    why = timing_inconsistency(wall, run.samples_ms, allowance)
+    why = timing_inconsistency(measured, run.samples_ms, allowance)
     assert why is not None and "judge measured" in why
+
+
+def test_cpu_clock_samples_agree_with_the_kernels_account_under_load(interp):  # noqa: F811
+    torch, cand, _ = interp
+    counter, buffers, pool = _setup(torch)
+    hogs = _cpu_hogs(2)
+    try:
+        run, cpu_ms = _timed_phase(torch, cand.launch, buffers, pool, counter, clocks.CPU)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert len(run.samples_ms) == POOL_SIZE and all(s > 0 for s in run.samples_ms)
+    assert sum(run.samples_ms) <= cpu_ms  # the samples are part of the process's CPU time
+    allowance = overhead_allowance_ms(
+        buffers, pool, run.outputs[0], POOL_SIZE, torch=torch, use_cuda=False, clock=clocks.CPU
+    )
+    assert timing_inconsistency(cpu_ms, run.samples_ms, allowance) is None
 
 
 def test_timing_inconsistency_formula():

@@ -18,9 +18,10 @@ Then it serves the judge's requests over :mod:`.runtime.channel` (:func:`serve`)
   call; answer ``{"launches": n, "call_ms": t, "configs": c, "kernels": {...}}`` (``c``: the
   most autotune configs of a kernel of the candidate, 1 without autotune; ``kernels``: launches
   and interpreter ms per kernel of the candidate, :meth:`.contestant.launches.LaunchCounter.take_kernels`);
-- ``{"op": "time", "buffers", "pool", "warmup_ms", "rep_ms", "min_reps"}``: load the timing
-  buffers and the pool, :func:`.contestant.timing.run_timed` (warm-up on the buffers, then one timed call
-  per pool entry); answer ``{"samples_ms", "launches", "pool_index", "chosen"}`` (``chosen``:
+- ``{"op": "time", "buffers", "pool", "warmup_ms", "rep_ms", "min_reps", "clock"}``: load the
+  timing buffers and the pool, :func:`.contestant.timing.run_timed` (warm-up on the buffers, then
+  one timed call per pool entry, on CPU timed by ``clock``: ``"cpu"``, this process's CPU time,
+  or ``"wall"``); answer ``{"samples_ms", "launches", "pool_index", "chosen"}`` (``chosen``:
   the config each autotuned kernel used, :func:`.contestant.autotune.chosen`);
 - ``{"op": "send", "reps": [i, ...], "paths": [p, ...]}``: write the outputs of those timed
   repetitions; answer ``{"sent": true}``;
@@ -35,7 +36,7 @@ import os
 import sys
 import time
 
-from ..runtime import exchange
+from ..runtime import clocks, exchange
 from ..runtime.channel import Channel, serve_requests
 from ..runtime.device import arm_hang_dump, limit_address_space
 from ..runtime.failures import classify
@@ -208,6 +209,7 @@ class _Contestant:
             warmup_ms=float(msg["warmup_ms"]),
             min_reps=int(msg["min_reps"]),
             max_warmup_calls=int(msg.get("max_warmup_calls") or 1),
+            clock=clocks.CPU if msg.get("clock") == clocks.CPU else clocks.WALL,
         )
         from .autotune import chosen
 

@@ -7,7 +7,7 @@ timed repetition first refills the input tensors IN PLACE from a fresh pool entr
 returns a stale answer that the judge's comparison catches; on CUDA it flushes L2 as do_bench
 does (Triton 3.9 ``triton/testing.py``: ``driver.get_empty_cache_for_benchmark()``, a 256 MiB
 buffer, then ``clear_cache`` = ``zero_()`` before each run), then times ONE call (a pair of
-``torch.cuda.Event`` on CUDA, ``time.perf_counter`` on CPU), records the candidate's kernel
+``torch.cuda.Event`` on CUDA, the process's CPU time or ``time.perf_counter`` on CPU), records the candidate's kernel
 launches (:class:`.contestant.launches.LaunchCounter`) and clones the outputs, untimed.
 
 Judge side: :func:`overhead_allowance_ms` (the honest untimed cost of that loop, measured in
@@ -17,10 +17,11 @@ own wall clock), :func:`latency_summary` and :func:`interpreter_launch_floor_ms`
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..runtime import clocks
 
 #: Size of the L2-flush buffer, bytes: triton.testing.do_bench's (256 MB, larger than any L2).
 L2_FLUSH_BYTES = 256 * 1024 * 1024
@@ -134,21 +135,30 @@ def l2_flusher(torch) -> Callable[[], None]:
 
 
 def _warm_up(
-    entry, args: tuple, sync: Callable[[], None], warmup_ms: float, max_calls: int
+    entry,
+    args: tuple,
+    sync: Callable[[], None],
+    warmup_ms: float,
+    max_calls: int,
+    clock: str = clocks.WALL,
 ) -> None:
-    """Call ``entry(*args)`` at least once and until ``warmup_ms`` of wall time is spent, at
-    most ``max_calls`` times (a candidate that stops the clock cannot loop us forever)."""
-    t0 = time.perf_counter()
+    """Call ``entry(*args)`` at least once and until ``warmup_ms`` is spent on ``clock`` (the
+    clock the repetitions are timed by), at most ``max_calls`` times (a candidate that stops
+    the clock cannot loop us forever)."""
+    t0 = clocks.now_ms(clock)
     for _ in range(max(1, min(max_calls, MAX_WARMUP_CALLS))):
         entry(*args)
         sync()
-        if (time.perf_counter() - t0) * 1000.0 >= warmup_ms:
+        if clocks.now_ms(clock) - t0 >= warmup_ms:
             return
 
 
-def _timer(torch, use_cuda: bool) -> Callable[[Callable[[], Any]], tuple[Any, float]]:
+def _timer(
+    torch, use_cuda: bool, clock: str = clocks.WALL
+) -> Callable[[Callable[[], Any]], tuple[Any, float]]:
     """``timed(call) -> (result, ms)``: one call timed by a CUDA event pair (synchronized on
-    the end event) or by ``time.perf_counter`` on CPU."""
+    the end event), or on CPU by ``clock`` (:func:`.runtime.clocks.now_ms`: the process's CPU
+    time or ``time.perf_counter``)."""
     if use_cuda:
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
@@ -163,9 +173,9 @@ def _timer(torch, use_cuda: bool) -> Callable[[Callable[[], Any]], tuple[Any, fl
         return timed_cuda
 
     def timed_cpu(call):
-        t0 = time.perf_counter()
+        t0 = clocks.now_ms(clock)
         out = call()
-        return out, (time.perf_counter() - t0) * 1000.0
+        return out, clocks.now_ms(clock) - t0
 
     return timed_cpu
 
@@ -183,6 +193,7 @@ def run_timed(
     min_reps: int = 3,
     on_timed_start: Callable[[], None] | None = None,
     max_warmup_calls: int = MAX_WARMUP_CALLS,
+    clock: str = clocks.WALL,
 ) -> TimedRun:
     """Candidate side: time ``entry`` with inputs refilled in place from ``pool``.
 
@@ -192,7 +203,7 @@ def run_timed(
             call sees the same ``data_ptr``s with new values.
         pool: input tuples of the same structure and shapes (distinct seeds); repetition ``i``
             uses ``pool[i]`` (its tensors copied into ``buffers``, its other values as given).
-        torch: the torch module. use_cuda: time with CUDA events and flush L2 (else CPU clock).
+        torch: the torch module. use_cuda: time with CUDA events and flush L2 (else ``clock``).
         counter: a :class:`.contestant.launches.LaunchCounter` already installed; read per repetition.
         rep_ms: stop once the samples add up to this (ms); warmup_ms: wall time of warm-up
             calls on ``buffers`` as given (at least one call), ms.
@@ -202,14 +213,17 @@ def run_timed(
         max_warmup_calls: at most this many warm-up calls. The judge derives it from its own
             clock (``warmup_ms`` / the slowest correctness round trip it measured), since this
             process's clock may be patched by the candidate.
+        clock: on CPU, what the warm-up and the repetitions are timed by
+            (:data:`.runtime.clocks.CPU`, this process's CPU time, or ``WALL``); the judge
+            picks it and checks the samples on the same kind of clock.
 
     Returns a :class:`TimedRun`. Raises what ``entry`` raises; ValueError when a pool entry
     does not match ``buffers``.
     """
     sync = torch.cuda.synchronize if use_cuda else (lambda: None)
-    _warm_up(entry, tuple(buffers), sync, warmup_ms, max_warmup_calls)
+    _warm_up(entry, tuple(buffers), sync, warmup_ms, max_warmup_calls, clock)
     flush = l2_flusher(torch) if use_cuda else None
-    timed = _timer(torch, use_cuda)
+    timed = _timer(torch, use_cuda, clock)
     need = min(min_reps, len(pool))
     run = TimedRun()
     sync()
@@ -234,14 +248,22 @@ def run_timed(
 
 
 def overhead_allowance_ms(
-    buffers: tuple, pool: list[tuple], example_output, reps: int, *, torch, use_cuda: bool
+    buffers: tuple,
+    pool: list[tuple],
+    example_output,
+    reps: int,
+    *,
+    torch,
+    use_cuda: bool,
+    clock: str = clocks.WALL,
 ) -> float:
     """Judge side: the honest untimed cost (ms) of ``reps`` repetitions of :func:`run_timed`'s
     loop, measured by doing the same work in the judge process on scratch copies (``buffers``
     and ``pool`` are not modified): per repetition the refill copies, the L2 flush (CUDA), the
     clone of an output like ``example_output``, then ``ALLOWANCE_FACTOR`` (2) times that,
     plus ``PER_REP_PY_MS`` (and ``PER_REP_CUDA_MS`` on CUDA) per repetition for the Python and
-    event bookkeeping. At most 8 repetitions are measured and the mean is scaled to ``reps``.
+    event bookkeeping. At most 8 repetitions are measured (on ``clock``: the judge's CPU time
+    when the samples are CPU time, else wall time) and the mean is scaled to ``reps``.
     Raises what torch raises (e.g. out of device memory for the flush buffer)."""
     if reps <= 0 or not pool:
         return 0.0
@@ -250,14 +272,14 @@ def overhead_allowance_ms(
     sync = torch.cuda.synchronize if use_cuda else (lambda: None)
     measured = min(reps, 8)
     sync()
-    t0 = time.perf_counter()
+    t0 = clocks.now_ms(clock)
     for i in range(measured):
         _refill(torch, scratch, tuple(pool[i % len(pool)]))
         if flush is not None:
             flush()
         _snapshot(torch, example_output)
         sync()
-    per_rep = (time.perf_counter() - t0) * 1000.0 / measured
+    per_rep = (clocks.now_ms(clock) - t0) / measured
     constant = PER_REP_PY_MS + (PER_REP_CUDA_MS if use_cuda else 0.0)
     return reps * (ALLOWANCE_FACTOR * per_rep + constant)
 
@@ -321,15 +343,16 @@ def latency_summary(samples_ms: list[float]) -> tuple[float, float, float]:
     return med, p20, p80
 
 
-def interpreter_launch_floor_ms(*, torch) -> float:
-    """Judge side, under ``TRITON_INTERPRET=1``: the median wall time (ms) of launching the
-    judge's own trivial one-program Triton kernel (one float32 load and store) on CPU, 2 warm-up
-    and 7 timed launches, measured once per process and cached. Its source is registered in
+def interpreter_launch_floor_ms(*, torch, clock: str = clocks.WALL) -> float:
+    """Judge side, under ``TRITON_INTERPRET=1``: the median time on ``clock`` (ms; CPU or wall
+    time, as the candidate's samples) of launching the judge's own trivial one-program Triton
+    kernel (one float32 load and store) on CPU, 2 warm-up and 7 timed launches, measured once
+    per process and clock and cached. Its source is registered in
     :mod:`linecache` under a fake file name, so ``triton.jit`` finds it when this module is
     loaded from memory. A candidate latency below half of it is implausible. Raises ImportError
     without triton."""
-    if "ms" in _FLOOR_CACHE:
-        return _FLOOR_CACHE["ms"]
+    if clock in _FLOOR_CACHE:
+        return _FLOOR_CACHE[clock]
     from ..runtime.loading import load_module
 
     module = load_module("accelopt_launch_floor", _FLOOR_SOURCE, _FLOOR_FILE)
@@ -338,8 +361,8 @@ def interpreter_launch_floor_ms(*, torch) -> float:
         module.launch(x)
     times = []
     for _ in range(7):
-        t0 = time.perf_counter()
+        t0 = clocks.now_ms(clock)
         module.launch(x)
-        times.append((time.perf_counter() - t0) * 1000.0)
-    _FLOOR_CACHE["ms"] = latency_summary(times)[0]
-    return _FLOOR_CACHE["ms"]
+        times.append(clocks.now_ms(clock) - t0)
+    _FLOOR_CACHE[clock] = latency_summary(times)[0]
+    return _FLOOR_CACHE[clock]

@@ -9,8 +9,11 @@ the pool is on that clock. The judge then checks:
 - every repetition launched a kernel of the candidate (rule ``no kernel launch``);
 - the outputs of the first, the last and 2 random repetitions (picked after the timing) match
   the judge's references for the pool entries they used (status ``incorrect``);
-- the clock (:func:`_clock_reason`): the samples against the judge's own wall time around the
-  whole phase (loading the files, the warm-up, the repetitions);
+- the clock (:func:`_clock_reason`): the samples against the judge's own measure of the whole
+  phase (loading the files, the warm-up, the repetitions). Under the interpreter the samples are
+  the candidate process's CPU time and the judge's measure is that process's CPU time as the
+  kernel accounts it (:mod:`.runtime.clocks`: wall time is the load's, and the same file timed
+  at 80 ms idle took 240-300 ms beside other work), else both are wall time;
 - plausibility: under the interpreter a median below half of
   :func:`.contestant.timing.interpreter_launch_floor_ms`; on CUDA over 100% of peak
   (:func:`.judge.roofline.plausibility`).
@@ -27,7 +30,7 @@ import random
 import time
 
 from ..contestant import timing
-from ..runtime import exchange
+from ..runtime import clocks, exchange
 from ..runtime.failures import Failure
 from .compare import compare, incorrect
 from .peers import Candidate
@@ -120,11 +123,16 @@ def _samples(reply: dict, pool_len: int) -> tuple[list[float], list]:
 
 
 def _clock_reason(
-    wall_ms: float, samples: list[float], allowance_ms: float, warmup_ms: float
+    wall_ms: float,
+    samples: list[float],
+    allowance_ms: float,
+    warmup_ms: float,
+    resolution_ms: float = 0.0,
 ) -> str | None:
-    """None when the samples agree with the judge's wall clock, else why not.
+    """None when the samples agree with the judge's clock, else why not.
 
-    ``wall_ms`` spans loading the buffers and the pool, the warm-up (``warmup_ms`` of calls,
+    ``wall_ms`` (the judge's measure, wall or the candidate's CPU time, ``resolution_ms``
+    coarse: both ends may be off by it, so twice that is slack) spans loading the buffers and the pool, the warm-up (``warmup_ms`` of calls,
     overshooting by at most one call: ``warmup_ms + median`` is allowed for it) and the
     repetitions; ``allowance_ms`` the honest untimed cost (refills, flushes, clones, the
     files' load). Two rules: :func:`.contestant.timing.timing_inconsistency` on the sum, and
@@ -133,7 +141,7 @@ def _clock_reason(
     report its real total in one sample and tiny others."""
     n = len(samples)
     med = timing.latency_summary(samples)[0]
-    warm = warmup_ms + med
+    warm = warmup_ms + med + 2.0 * resolution_ms
     reason = timing.timing_inconsistency(wall_ms, samples, allowance_ms + warm)
     if reason:
         return reason
@@ -184,25 +192,55 @@ def _make_pool(req: dict, stack, ref, cand: Candidate) -> tuple[tuple, list[tupl
     return buffers, ref.inputs(seeds, stack.torch, stack.device), seeds
 
 
+def timing_clock(use_cuda: bool, pid: int) -> str:
+    """The clock a timed run on CPU is sampled by: :data:`.runtime.clocks.CPU` under the
+    interpreter where the judge can read the candidate process's CPU time (``pid``), else
+    :data:`.runtime.clocks.WALL` (on CUDA the samples are CUDA events, the phase wall time)."""
+    if not use_cuda and clocks.process_cpu_ms(pid) is not None:
+        return clocks.CPU
+    return clocks.WALL
+
+
+class _PhaseClock:
+    """The judge's measure of the candidate's timed phase on ``clock``: the candidate
+    process's CPU time (:func:`.runtime.clocks.process_cpu_ms`) or the judge's wall time.
+    Falls back to wall time when the CPU account can no longer be read."""
+
+    def __init__(self, clock: str, pid: int) -> None:
+        self.pid = pid
+        self.cpu0 = clocks.process_cpu_ms(pid) if clock == clocks.CPU else None
+        self.wall0 = time.perf_counter()
+
+    def elapsed(self) -> tuple[float, float]:
+        """``(ms, resolution_ms)`` since construction."""
+        cpu1 = clocks.process_cpu_ms(self.pid) if self.cpu0 is not None else None
+        if cpu1 is not None and self.cpu0 is not None:
+            return cpu1[0] - self.cpu0[0], max(cpu1[1], self.cpu0[1])
+        return (time.perf_counter() - self.wall0) * 1000.0, 0.0
+
+
 def _time_once(req: dict, stack, ref, cand: Candidate, errors: dict) -> dict:
     """One timed run, verified: ``latency_ms``, ``p20_ms``, ``p80_ms``, ``inputs`` (the
-    buffers) and ``clock`` (None or why the samples disagree with the judge's clock). Raises
-    Failure (no kernel launch, incorrect, protocol violation, the candidate's errors)."""
+    buffers), ``clock`` (None or why the samples disagree with the judge's clock) and
+    ``clock_kind`` (:func:`timing_clock`). Raises Failure (no kernel launch, incorrect,
+    protocol violation, the candidate's errors)."""
     buffers, pool, seeds = _make_pool(req, stack, ref, cand)
     p_buf, p_pool = cand.path("buffers"), cand.path("pool")
-    t0 = time.perf_counter()
+    kind = timing_clock(stack.use_cuda, cand.pid)
+    t0 = clocks.now_ms(kind)
     exchange.save(p_buf, buffers, torch=stack.torch, numpy=stack.numpy)
     exchange.save(p_pool, pool, torch=stack.torch, numpy=stack.numpy)
-    save_ms = (time.perf_counter() - t0) * 1000.0
+    save_ms = clocks.now_ms(kind) - t0
     warmup_ms = float(req.get("warmup_ms", 25.0))
     msg = {"op": "time", "buffers": p_buf, "pool": p_pool, "warmup_ms": warmup_ms}
     if ref.backward:  # the timed region is forward + backward (all-ones upstream gradient)
         msg["grad_inputs"] = ref.grad_inputs
     msg.update(rep_ms=float(req.get("rep_ms", 100.0)), min_reps=MIN_REPS)
     msg["max_warmup_calls"] = warmup_calls(warmup_ms, cand.wall_call_ms)
-    start = time.perf_counter()
+    msg["clock"] = kind
+    phase = _PhaseClock(kind, cand.pid)
     reply = cand.ask(msg, "samples_ms")
-    wall_ms = (time.perf_counter() - start) * 1000.0
+    phase_ms, resolution_ms = phase.elapsed()
     discard(p_buf)
     discard(p_pool)
     samples, launches = _samples(reply, len(pool))
@@ -210,11 +248,17 @@ def _time_once(req: dict, stack, ref, cand: Candidate, errors: dict) -> dict:
         no_launch(count, f"timed repetition {i}")
     example = _verify_reps(_picks(len(samples)), seeds, ref, cand, stack, errors)
     allowance = timing.overhead_allowance_ms(
-        buffers, pool, example, len(samples), torch=stack.torch, use_cuda=stack.use_cuda
+        buffers,
+        pool,
+        example,
+        len(samples),
+        torch=stack.torch,
+        use_cuda=stack.use_cuda,
+        clock=kind,
     )
     allowance += 2.0 * save_ms  # the candidate's load of the files, as long as our save
     med, p20, p80 = timing.latency_summary(samples)
-    clock = _clock_reason(wall_ms, samples, allowance, warmup_ms)
+    clock = _clock_reason(phase_ms, samples, allowance, warmup_ms, resolution_ms)
     chosen = reply.get("chosen") if isinstance(reply.get("chosen"), dict) else {}
     return {
         "latency_ms": med,
@@ -222,6 +266,7 @@ def _time_once(req: dict, stack, ref, cand: Candidate, errors: dict) -> dict:
         "p80_ms": p80,
         "inputs": buffers,
         "clock": clock,
+        "clock_kind": kind,
         "chosen": {str(k)[:80]: str(v)[:200] for k, v in list(chosen.items())[:8]},
     }
 
@@ -233,7 +278,7 @@ def _implausible(run: dict, stack, work: dict, req: dict, result: dict) -> tuple
     if not stack.use_cuda:
         if run["latency_ms"] >= FLOOR_CHECK_BELOW_MS:
             return None
-        floor = timing.interpreter_launch_floor_ms(torch=stack.torch)
+        floor = timing.interpreter_launch_floor_ms(torch=stack.torch, clock=run["clock_kind"])
         if run["latency_ms"] < 0.5 * floor:
             return FLOOR_RULE, (
                 f"implausible latency: {run['latency_ms']:.3g} ms is under half of what the "
@@ -269,7 +314,11 @@ def time_candidate(req: dict, stack, ref, cand: Candidate, result: dict) -> None
         latency_ms=run["latency_ms"], p20_ms=run["p20_ms"], p80_ms=run["p80_ms"], timing=mode
     )
     if mode == "interpreter":
-        result["message"] += "; Triton interpreter on CPU: latency says nothing about GPU speed"
+        timed_by = "CPU time" if run["clock_kind"] == clocks.CPU else "wall time"
+        result["message"] += (
+            f"; Triton interpreter on CPU, timed in {timed_by}: latency says nothing about GPU "
+            "speed"
+        )
     if run["chosen"]:  # the config each @triton.autotune kernel used (tuned during warm-up)
         result.setdefault("metrics", {})["autotune"] = run["chosen"]
         picks = "; ".join(f"{k}: {v}" for k, v in run["chosen"].items())
@@ -290,17 +339,17 @@ def _percentile(sorted_vals: list[float], q: float) -> float:
 
 
 def interpreter_times(call, rep_ms: float) -> tuple[float, float, float]:
-    """(median, p20, p80) ms of ``call`` on CPU after one warm-up: 3 to 20 runs, up to
-    ``rep_ms`` in all (the NKI simulator's timing, in-process)."""
-    rep_s = rep_ms / 1000.0
+    """(median, p20, p80) ms of this process's CPU time (:data:`.runtime.clocks.CPU`, so
+    that the load of other processes does not decide it) per ``call`` after one warm-up: 3 to
+    20 runs, up to ``rep_ms`` in all (the NKI simulator's timing, in-process)."""
     call()  # warm-up
     times: list[float] = []
     total = 0.0
-    while len(times) < 20 and (len(times) < 3 or total < rep_s):
-        t0 = time.perf_counter()
+    while len(times) < 20 and (len(times) < 3 or total < rep_ms):
+        t0 = clocks.now_ms(clocks.CPU)
         call()
-        dt = time.perf_counter() - t0
-        times.append(dt * 1000.0)
+        dt = clocks.now_ms(clocks.CPU) - t0
+        times.append(dt)
         total += dt
     times.sort()
     med, p20, p80 = (_percentile(times, q) for q in (0.5, 0.2, 0.8))
