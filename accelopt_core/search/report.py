@@ -14,8 +14,8 @@ from accelopt_core.search.candidate import Candidate
 #: What a result timed on the host says about the hardware, where it is shown (issue 11): the
 #: Triton interpreter times on CPU, the NKI simulator (``nki.simulate``) does not time at all.
 HOST_TIMING_NOTES = {
-    "interpreter": "timed under the Triton interpreter on CPU: these latencies say nothing "
-    "about GPU speed",
+    "interpreter": "timed under the Triton interpreter on CPU (CPU time of the candidate's "
+    "process): these latencies say nothing about GPU speed",
     "simulated": "run by the NKI simulator on CPU (nki.simulate): checked, not timed; says "
     "nothing about Trainium speed",
 }

@@ -5,8 +5,10 @@ again in A/B rounds against its parent, in the background (overlapping the next 
 each round evaluates the parent, then the child, back to back in fresh evaluations (cache
 bypassed; :meth:`~accelopt_core.search.trials.Trials.evaluate_pair`), so both sides of a round
 share the same load. On a loaded 2-core machine the same file was timed at 884 ms and at
-2,570 ms; a speedup measured against a parent timed minutes earlier says little, one that holds
-round after round against the parent timed alongside it does.
+2,570 ms of wall time; a speedup measured against a parent timed minutes earlier says little,
+one that holds round after round against the parent timed alongside it does. (Interpreter
+timings have since become CPU time, :mod:`accelopt_core.onsite.runtime.clocks`, which load
+moves far less; the rounds still guard GPU timings and what load is left.)
 
 The rule (:func:`ab_verdict`), with R = ``search.retimeRounds`` (default 3) and the noise
 margin m (``search.noiseMargin``):
