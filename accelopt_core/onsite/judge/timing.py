@@ -338,14 +338,22 @@ def _percentile(sorted_vals: list[float], q: float) -> float:
     return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
 
 
+#: Most runs of :func:`interpreter_times`: enough for ``rep_ms`` of sub-millisecond calls.
+INTERPRETER_MAX_RUNS = 1000
+
+
 def interpreter_times(call, rep_ms: float) -> tuple[float, float, float]:
     """(median, p20, p80) ms of this process's CPU time (:data:`.runtime.clocks.CPU`, so
-    that the load of other processes does not decide it) per ``call`` after one warm-up: 3 to
-    20 runs, up to ``rep_ms`` in all (the NKI simulator's timing, in-process)."""
+    that the load of other processes does not decide it) per ``call`` after one warm-up: runs
+    until ``rep_ms`` is spent, at least 3 and at most :data:`INTERPRETER_MAX_RUNS` (the NKI
+    simulator's timing, in-process). The whole ``rep_ms`` is used, not a fixed count: 20 runs
+    of a 0.5 ms kernel span 10 ms, and one slow 10 ms stretch of a loaded machine (the
+    development machine's two cores run 1.5x slower for a while beside busy processes) moved
+    every quantile of such a run, so a 2.2x faster tile size at times overlapped its parent."""
     call()  # warm-up
     times: list[float] = []
     total = 0.0
-    while len(times) < 20 and (len(times) < 3 or total < rep_ms):
+    while len(times) < INTERPRETER_MAX_RUNS and (len(times) < 3 or total < rep_ms):
         t0 = clocks.now_ms(clocks.CPU)
         call()
         dt = clocks.now_ms(clocks.CPU) - t0
