@@ -141,7 +141,8 @@ class SearchReport:
     """The outcome of one search (also of a cancelled or budget-stopped one).
 
     ``candidates`` holds only verified improvements: correct, re-timed, and faster than the baseline
-    past the noise margin, best first (``rank`` 1..). ``tokens`` maps each LLM role, and ``total``,
+    past the noise margin (:func:`~accelopt_core.search.candidate.rank_verified`), best first
+    (``rank`` 1..). ``tokens`` maps each LLM role, and ``total``,
     to its usage; ``cost_usd`` uses the configured price table (0 without one).
     """
 

@@ -41,7 +41,30 @@ def test_overlapping_timing_spreads_are_noise_not_speedup() -> None:
     beam, improved, regressions = select_beam([parent], [noisy, clean], {"base": parent}, 3, 0.03)
     assert [c.id for c in improved] == ["clean"]
     assert regressions == []  # noisy is neither faster nor clearly slower
+    # ranked only once its own interleaved rounds confirmed it: the spreads compared here were
+    # taken at other moments (see test_a_confirmed_chain_ranks_past_a_stale_baseline_spread)
+    noisy.confirmed = False
     assert [c.id for c in rank_verified([parent, noisy, clean], parent, 0.03)] == ["clean"]
+
+
+def test_a_confirmed_chain_ranks_past_a_stale_baseline_spread() -> None:
+    """The baseline was timed once, before the search; a step confirmed back to back against
+    its parent ranks on the median alone when every step down from the baseline was confirmed,
+    never within the noise margin, never through an unconfirmed ancestor."""
+    base = spread("base", 10.0, 6.0, 14.0, parent=None)  # timed in a noisy moment
+    child = spread("child", 5.0, 4.0, 7.0)  # 2x by the median, spreads overlap
+    grandchild = spread("grand", 4.0, 3.0, 6.5, parent="child")
+    within = spread("within", 9.8, 9.0, 10.5)  # confirmed, but within the 3% margin
+    assert not is_faster(child, base, 0.03) and not is_faster(grandchild, base, 0.03)
+    ranked = rank_verified([base, child, grandchild, within], base, 0.03)
+    assert [(c.id, c.rank) for c in ranked] == [("grand", 1), ("child", 2)]
+    child.confirmed = False  # the middle step's rounds did not confirm it
+    ranked = rank_verified([base, child, grandchild, within], base, 0.03)
+    assert ranked == []
+    orphan = spread("orphan", 4.0, 3.0, 6.5, parent="gone")  # its parent is unknown
+    assert rank_verified([base, orphan], base, 0.03) == []
+    clear = spread("clear", 4.0, 3.0, 5.0, parent="gone")  # the spread rule alone still ranks
+    assert [c.id for c in rank_verified([base, clear], base, 0.03)] == ["clear"]
 
 
 def test_baseline_and_child_factories() -> None:
