@@ -7,12 +7,14 @@ timed repetition first refills the input tensors IN PLACE from a fresh pool entr
 returns a stale answer that the judge's comparison catches; on CUDA it flushes L2 as do_bench
 does (Triton 3.9 ``triton/testing.py``: ``driver.get_empty_cache_for_benchmark()``, a 256 MiB
 buffer, then ``clear_cache`` = ``zero_()`` before each run), then times ONE call (a pair of
-``torch.cuda.Event`` on CUDA, the process's CPU time or ``time.perf_counter`` on CPU), records the candidate's kernel
-launches (:class:`.contestant.launches.LaunchCounter`) and clones the outputs, untimed.
+``torch.cuda.Event`` on CUDA; on CPU the process's CPU time, or ``time.perf_counter``), records
+the candidate's kernel launches (:class:`.contestant.launches.LaunchCounter`) and clones the
+outputs, untimed.
 
 Judge side: :func:`overhead_allowance_ms` (the honest untimed cost of that loop, measured in
 the judge process), :func:`timing_inconsistency` (self-reported samples against the judge's
-own wall clock), :func:`latency_summary` and :func:`interpreter_launch_floor_ms`.
+own clock: wall time, or the candidate's CPU time), :func:`latency_summary` and
+:func:`interpreter_launch_floor_ms`.
 """
 
 from __future__ import annotations
@@ -205,8 +207,8 @@ def run_timed(
             uses ``pool[i]`` (its tensors copied into ``buffers``, its other values as given).
         torch: the torch module. use_cuda: time with CUDA events and flush L2 (else ``clock``).
         counter: a :class:`.contestant.launches.LaunchCounter` already installed; read per repetition.
-        rep_ms: stop once the samples add up to this (ms); warmup_ms: wall time of warm-up
-            calls on ``buffers`` as given (at least one call), ms.
+        rep_ms: stop once the samples add up to this (ms); warmup_ms: time on ``clock`` of
+            warm-up calls on ``buffers`` as given (at least one call), ms.
         min_reps: never fewer repetitions than ``min(min_reps, len(pool))``.
         on_timed_start: called after the warm-up, right before the first repetition (for the
             judge's wall clock: a "timed phase starts" message).

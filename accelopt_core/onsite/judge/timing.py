@@ -132,8 +132,8 @@ def _clock_reason(
     """None when the samples agree with the judge's clock, else why not.
 
     ``wall_ms`` (the judge's measure, wall or the candidate's CPU time, ``resolution_ms``
-    coarse: both ends may be off by it, so twice that is slack) spans loading the buffers and the pool, the warm-up (``warmup_ms`` of calls,
-    overshooting by at most one call: ``warmup_ms + median`` is allowed for it) and the
+    coarse: both ends may be off by it, so twice that is slack) spans loading the buffers and
+    the pool, the warm-up (``warmup_ms`` of calls, overshooting by at most one call: ``warmup_ms + median`` is allowed for it) and the
     repetitions; ``allowance_ms`` the honest untimed cost (refills, flushes, clones, the
     files' load). Two rules: :func:`.contestant.timing.timing_inconsistency` on the sum, and
     ``median >= MEDIAN_SHARE * (wall - allowance - warm-up - slack) / n``: the per-call time

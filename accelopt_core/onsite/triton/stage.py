@@ -19,7 +19,6 @@ interpreter cannot run keeps its failure status and gains ``metrics["gpu"]`` and
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 from ..protocol import result_dict
@@ -75,7 +74,11 @@ def _body(fds: tuple[int, int], setup: dict) -> None:
 
     try:
         rfd, wfd = isolate(fds, setup["dirs"], signal.SIGKILL, setup["judge"])
-        faulthandler.enable(file=sys.stderr)
+        # Silent on a crash: the candidate process runs the same launcher beside this one and
+        # writes its own dump to the same stderr, and two dumps written at once interleave
+        # mid-line, so the supervisor found no candidate line in either (a SIGSEGV reported
+        # without its line under load). This process's death is reported as a warning.
+        faulthandler.disable()
         if not setup["use_cuda"]:
             limit_address_space(int(setup["memory_limit_mb"]) * 1024 * 1024)
         chan = Channel(rfd, wfd)
