@@ -8,7 +8,8 @@
   (root here: ``PermitRootLogin prohibit-password``). It can be killed and restarted on the
   same port (:meth:`LoopbackSSHD.stop` / :meth:`LoopbackSSHD.start`) to test reconnection.
 - :class:`LoopbackRayHead` / the ``ray_head`` fixture: a CPU-only Ray head on 127.0.0.1
-  (``ray start --head ... --num-cpus 2``) with a Ray client server port, stopped at teardown.
+  (``ray start --head --block ... --num-cpus 2``) with a Ray client server port; teardown
+  stops this head's processes only, so a second test run on the machine keeps its own.
 
 No test double here: these are the real servers. Tests using them skip (with the reason) when
 the binary is missing.
@@ -25,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,9 +175,9 @@ def process_tree(root: int) -> list[int]:
     return out
 
 
-def processes_matching(marker: str) -> list[int]:
-    """PIDs of live processes whose command line or environment mentions ``marker`` (used to
-    check that no candidate survives). Zombies are ignored."""
+def processes_matching(*markers: str) -> list[int]:
+    """PIDs of live processes whose command line or environment mentions every one of
+    ``markers`` (used to check that no candidate survives). Zombies are ignored."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -187,7 +189,7 @@ def processes_matching(marker: str) -> list[int]:
             blob = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
         except OSError:
             continue
-        if marker.encode() in blob:
+        if all(m.encode() in blob for m in markers):
             pids.append(int(entry.name))
     return pids
 
@@ -209,16 +211,26 @@ def sshd(tmp_path: Path) -> Iterator[LoopbackSSHD]:
 class LoopbackRayHead:
     """A CPU-only Ray head on 127.0.0.1 (GCS port and Ray client server port).
 
+    The head runs in the foreground (``ray start --head --block``) in a session of its own,
+    with :attr:`token` in its environment, which every Ray process it starts inherits (raylet,
+    GCS, client server, workers, and the workers and candidates their tasks start).
+    :meth:`stop` stops this head only: ``ray stop`` would stop every Ray process of the
+    machine, a second test run's head included.
+
     Attributes:
+        root: Ray's temp dir for this head (``--temp-dir``); ``head.log`` holds its output.
+        num_cpus: CPUs the head advertises.
         port: GCS port (``ray start --port``).
         client_port: Ray client server port; the target spec is ``ray://127.0.0.1:client_port``.
-        num_cpus: CPUs the head advertises.
+        token: a unique string in the environment of this head's processes.
     """
 
     root: Path
     num_cpus: int = 2
     port: int = field(default_factory=free_port)
     client_port: int = field(default_factory=free_port)
+    token: str = field(default_factory=lambda: f"ACCELOPT_RAY_HEAD_{uuid.uuid4().hex}")
+    _proc: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -227,10 +239,18 @@ class LoopbackRayHead:
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0"  # SIGTERM: stop at once
+        env["ACCELOPT_TEST_RAY_HEAD"] = self.token
         env.pop("RAY_ADDRESS", None)
         return env
 
-    def start(self) -> None:
+    def start(self, timeout_s: float = 180.0) -> None:
+        """Start the head and wait for its client server port.
+
+        Raises:
+            RuntimeError: ``ray start`` exited, or the client port did not open in time
+                (with the tail of ``head.log``).
+        """
         ray = str(Path(sys.executable).with_name("ray"))
         if not Path(ray).exists():
             ray = shutil.which("ray") or "ray"
@@ -238,6 +258,7 @@ class LoopbackRayHead:
             ray,
             "start",
             "--head",
+            "--block",
             "--node-ip-address=127.0.0.1",
             f"--port={self.port}",
             f"--ray-client-server-port={self.client_port}",
@@ -248,18 +269,48 @@ class LoopbackRayHead:
             f"--object-store-memory={200 * 1024 * 1024}",
             f"--temp-dir={self.root}",
         ]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=180)
-        if done.returncode != 0:
-            raise RuntimeError(f"ray start failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
-        if not wait_port(self.client_port, timeout_s=60):
-            self.stop()
-            raise RuntimeError("the Ray client server did not come up")
+        self.root.mkdir(parents=True, exist_ok=True)
+        log = self.root / "head.log"
+        with log.open("wb") as out:
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._env(),
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                break
+            if wait_port(self.client_port, timeout_s=1.0):
+                return
+        tail = log.read_text(errors="replace")[-3000:]
+        self.stop()
+        raise RuntimeError(f"the Ray head did not come up (ray start --block): {tail}")
+
+    def processes(self, marker: str = "") -> list[int]:
+        """PIDs of this head's live processes (:attr:`token` in their environment) whose
+        command line or environment also mentions ``marker``."""
+        return processes_matching(self.token, marker)
 
     def stop(self) -> None:
-        """Stop this head. ``ray stop`` stops every Ray process of this machine; no other
-        part of the test suite runs Ray."""
-        ray = shutil.which("ray") or "ray"
-        subprocess.run([ray, "stop", "--force"], capture_output=True, env=self._env(), timeout=120)
+        """Stop this head: SIGTERM to ``ray start --block`` (it stops the processes it
+        started), then SIGKILL to whatever of this head is left. Idempotent."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while (left := processes_matching(self.token)) and time.monotonic() < deadline:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")

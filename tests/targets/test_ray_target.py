@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from accelopt_core.targets import make_target
 from accelopt_core.targets.base import TargetError
 from accelopt_core.targets.local import LocalTarget
 from tests.onsite.runs import gate_baseline
-from tests.remote_fixtures import LoopbackRayHead, processes_matching, ray_head  # noqa: F401
+from tests.remote_fixtures import LoopbackRayHead, free_port, ray_head  # noqa: F401
 
 pytest.importorskip("ray")
 
@@ -84,7 +85,7 @@ async def test_batch_same_verdicts_as_local_then_cancel(
             asyncio.ensure_future(target.evaluate(request("hang.py", timeout_s=300)))
             for _ in range(n)
         ]
-        await _wait_for(lambda: len(processes_matching(AGENT_MARK)) >= target.capacity, 60)
+        await _wait_for(lambda: len(ray_head.processes(AGENT_MARK)) >= target.capacity, 60)
         refs = list(target._pending)
         assert len(refs) == n
         for t in tasks:
@@ -104,7 +105,7 @@ async def test_batch_same_verdicts_as_local_then_cancel(
             except (ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError):
                 continue
             assert returncode != 0, "a cancelled hung candidate ran to completion"
-        await _wait_for(lambda: not processes_matching(AGENT_MARK), 30)
+        await _wait_for(lambda: not ray_head.processes(AGENT_MARK), 30)
 
         # Ray frees a killed task's CPU once its raylet notices the worker exit: poll for it
         async def cpus_free() -> float | None:
@@ -148,7 +149,7 @@ async def test_warm_actor_evaluates_in_a_row_and_recovers_from_a_killed_worker(
         assert results[1].eval_s < results[0].eval_s  # no python start, no import
         _, warm_pid = await asyncio.to_thread(ray_get, actor.pids.remote())
         hung = asyncio.ensure_future(target.evaluate(request("hang.py", timeout_s=300)))
-        await _wait_for(lambda: len(processes_matching(AGENT_MARK)) >= 2, 60)  # + candidate
+        await _wait_for(lambda: len(ray_head.processes(AGENT_MARK)) >= 2, 60)  # + candidate
         os.kill(warm_pid, signal.SIGKILL)  # the remote worker dies mid-search
         killed = await asyncio.wait_for(hung, 60)
         assert killed.status == "runtime_error" and "SIGKILL" in killed.message
@@ -158,20 +159,43 @@ async def test_warm_actor_evaluates_in_a_row_and_recovers_from_a_killed_worker(
         assert new_pid not in (None, warm_pid)  # the same actor, a new warm worker
         # cancelling kills the actor with its warm worker and candidate; the slot recovers
         task = asyncio.ensure_future(target.evaluate(request("hang.py", timeout_s=300)))
-        await _wait_for(lambda: len(processes_matching(AGENT_MARK)) >= 2, 60)
+        await _wait_for(lambda: len(ray_head.processes(AGENT_MARK)) >= 2, 60)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await _wait_for(lambda: not processes_matching(AGENT_MARK), 30)
+        await _wait_for(lambda: not ray_head.processes(AGENT_MARK), 30)
         assert target.warm.actors == set()
         last = await asyncio.wait_for(target.evaluate(request("add.py")), 120)
         assert last.status == "ok", last
     finally:
         await target.close()
-    await _wait_for(lambda: not processes_matching(AGENT_MARK), 30)
+    await _wait_for(lambda: not ray_head.processes(AGENT_MARK), 30)
 
 
 def ray_get(ref):
     import ray
 
     return ray.get(ref, timeout=60)
+
+
+async def test_stopping_another_head_leaves_this_one_serving(
+    ray_head: LoopbackRayHead,  # noqa: F811
+) -> None:
+    # a second test run on the machine starts and stops a head of its own; stopping it must not
+    # touch this one (`ray stop` stops every Ray process of the machine)
+    other = LoopbackRayHead(Path(f"/tmp/ray_{os.getpid()}_{free_port()}"))
+    await asyncio.to_thread(other.start)
+    try:
+        mine, theirs = set(ray_head.processes()), set(other.processes())
+        assert mine and theirs and not mine & theirs
+    finally:
+        await asyncio.to_thread(other.stop)
+        shutil.rmtree(other.root, ignore_errors=True)
+    assert other.processes() == []
+    assert mine <= set(ray_head.processes())
+    target = RayTarget(Settings(target=ray_head.url, evaluation={"warmWorkers": False}))
+    try:
+        result = await asyncio.wait_for(target.evaluate(request("add.py")), 120)
+        assert result.status == "ok", result
+    finally:
+        await target.close()
