@@ -23,6 +23,7 @@ import signal
 import struct
 from importlib import metadata
 
+from accelopt_core.onsite.process.warmhost import exited
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.targets.shipping import bundle, worker_argv
 
@@ -99,8 +100,17 @@ class WarmWorker:
 
     @property
     def alive(self) -> bool:
-        """The process runs and its pipes belong to the running event loop."""
-        return self.proc.returncode is None and self.loop is asyncio.get_running_loop()
+        """The process runs and its pipes belong to the running event loop.
+
+        The kernel is asked too (:func:`~accelopt_core.onsite.process.warmhost.exited`):
+        ``proc.returncode`` is set by asyncio's child watcher a loop iteration or more after
+        the death, later still on a loaded machine, and a request sent to a worker that died
+        while idle would fail its candidate."""
+        return (
+            self.proc.returncode is None
+            and self.loop is asyncio.get_running_loop()
+            and not exited(self.proc.pid)
+        )
 
     async def _read_stderr(self) -> None:
         while chunk := await self.proc.stderr.read(65536):

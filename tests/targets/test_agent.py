@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -152,6 +153,33 @@ def test_warm_host_killed_by_another_thread_reports_the_kill() -> None:
     host.kill()
     reader.join(30)
     assert replies and replies[0][0] == -9, replies
+
+
+def test_warm_host_replaces_a_zygote_killed_while_idle() -> None:
+    """A zygote killed between requests is replaced at the next one, even while its threads
+    are still exiting (``Popen.poll`` says it runs until the last thread is gone; its main
+    thread is a zombie from the kill on)."""
+    from accelopt_core.onsite.process.warmhost import WarmHost, exited, host_argv, split_payload
+
+    boot, body = split_payload(encode_warm(request("add.py")))
+    host = WarmHost(host_argv(BOOTSTRAP))
+    try:
+        host.ensure(boot)
+        first = decode_result(*_reordered(host.evaluate(body)))
+        assert first.status == "ok", first
+        zygote = host.proc.pid
+        assert not exited(zygote)
+        os.kill(zygote, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while not exited(zygote) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert exited(zygote)
+        host.ensure(boot)
+        assert host.proc.pid != zygote
+        again = decode_result(*_reordered(host.evaluate(body)))
+        assert again.status == "ok", again
+    finally:
+        host.kill()
 
 
 def test_ray_task_travels_by_value(tmp_path: Path) -> None:

@@ -29,6 +29,31 @@ from ..protocol import SENTINEL
 _STDERR_TAIL = 4000
 
 
+def exited(pid: int) -> bool:
+    """The child process ``pid`` has ended or is ending, asked without reaping it.
+
+    ``waitid`` with ``WNOWAIT`` leaves the exit status to whoever reaps it (``Popen.wait``,
+    asyncio's child watcher). It answers only once every thread has exited, and a killed
+    zygote's threads (torch's pools) take a while to; its main thread is a zombie (``Z`` in
+    ``/proc/PID/stat``) from the kill on, so Linux's ``/proc`` is read too. False where
+    neither can tell."""
+    try:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
+    except ChildProcessError:
+        return True  # reaped already
+    except (AttributeError, OSError):
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[:1]
+    except FileNotFoundError:
+        return os.path.exists("/proc/self/stat")  # gone from a /proc that exists: reaped
+    except OSError:
+        return False
+    return state in ([b"Z"], [b"X"])
+
+
 def split_payload(payload: bytes) -> tuple[bytes, bytes]:
     """``(bundle, request JSON)`` of a warm payload (``b"<N>\\n"`` + N bytes + request).
 
@@ -79,7 +104,8 @@ class WarmHost:
         """Have a live zygote started from ``boot`` with the stack installed now (start or
         restart it; a failed start shows at :meth:`evaluate`)."""
         key = (boot, stack_versions())
-        if self.proc is not None and self.proc.poll() is None and key == self._key:
+        proc = self.proc
+        if proc is not None and proc.poll() is None and not exited(proc.pid) and key == self._key:
             return
         self.kill()
         self._key, self._stderr = key, bytearray()
