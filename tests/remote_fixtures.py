@@ -18,6 +18,7 @@ the binary is missing.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import getpass
 import os
 import shutil
@@ -207,6 +208,13 @@ def sshd(tmp_path: Path) -> Iterator[LoopbackSSHD]:
         server.stop()
 
 
+def _term_with_parent() -> None:
+    """Linux: this process gets SIGTERM when the thread that started it exits
+    (``PR_SET_PDEATHSIG``), so a test run killed outright does not leave its Ray head running."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)
+
+
 @dataclass
 class LoopbackRayHead:
     """A CPU-only Ray head on 127.0.0.1 (GCS port and Ray client server port).
@@ -215,7 +223,9 @@ class LoopbackRayHead:
     with :attr:`token` in its environment, which every Ray process it starts inherits (raylet,
     GCS, client server, workers, and the workers and candidates their tasks start).
     :meth:`stop` stops this head only: ``ray stop`` would stop every Ray process of the
-    machine, a second test run's head included.
+    machine, a second test run's head included. The head gets SIGTERM when the thread that
+    called :meth:`start` exits (a test run killed outright): call it from a thread that lives
+    as long as the head.
 
     Attributes:
         root: Ray's temp dir for this head (``--temp-dir``); ``head.log`` holds its output.
@@ -279,6 +289,7 @@ class LoopbackRayHead:
                 stderr=subprocess.STDOUT,
                 env=self._env(),
                 start_new_session=True,
+                preexec_fn=_term_with_parent,
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
