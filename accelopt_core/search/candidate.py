@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -293,6 +294,22 @@ def median_faster(fast: Candidate, slow: Candidate, margin: float) -> bool:
     return a is not None and b is not None and a < b * (1 - margin)
 
 
+def chain_ratio(cand: Candidate, known: dict[str, Candidate], baseline: Candidate) -> float | None:
+    """``cand``'s latency as a fraction of ``baseline``'s, measured back to back: the product,
+    over the steps from the baseline down to it, of the median of each step's A/B round ratios
+    (child / parent median latency, ``ab_ratios``). None unless :func:`confirmed_chain` holds
+    and every step has ratios."""
+    if not confirmed_chain(cand, known, baseline):
+        return None
+    ratio, node = 1.0, cand
+    while node.id != baseline.id:
+        if not node.ab_ratios:
+            return None
+        ratio *= statistics.median(node.ab_ratios)
+        node = known[node.parent_id or ""]
+    return ratio
+
+
 def rank_verified(
     candidates: Iterable[Candidate], baseline: Candidate, margin: float
 ) -> list[Candidate]:
@@ -303,18 +320,29 @@ def rank_verified(
     :attr:`~Candidate.ignored_by_timing`, and it is faster than the baseline: by
     :func:`is_faster` (median past the noise margin, p20..p80 spreads apart), or, when every
     step from the baseline to it was confirmed (:func:`confirmed_chain`), by the median past
-    the margin alone (:func:`median_faster`). The baseline was timed once, before the search,
-    under whatever load the machine had then; each confirmed step already beat its parent, timed
-    back to back with it, in a majority of rounds with the spreads apart, so comparing spreads
-    taken minutes apart adds only the load's noise (on 2 shared cores a confirmed 2.5x step
-    failed it)."""
+    the margin alone (:func:`median_faster`) or by its back-to-back ratio to the baseline
+    (:func:`chain_ratio`) below ``1 - margin``. The baseline was timed once, before the search
+    and alone, under whatever load the machine had then; each confirmed step already beat its
+    parent, timed back to back with it, in a majority of rounds with the spreads apart, so
+    comparing timings taken minutes apart adds only the load's noise (on 2 shared cores a
+    confirmed 2.5x step failed the spread test, and a confirmed step of the suite's add kernel
+    the median one). A candidate ranked by its ratio alone gets ``speedup`` = 1 / ratio: its
+    latency against the baseline's says less."""
     known = {c.id: c for c in candidates}
     known.setdefault(baseline.id, baseline)
 
     def faster(c: Candidate) -> bool:
         if is_faster(c, baseline, margin):
             return True
-        return median_faster(c, baseline, margin) and confirmed_chain(c, known, baseline)
+        if not confirmed_chain(c, known, baseline):
+            return False
+        if median_faster(c, baseline, margin):
+            return True
+        ratio = chain_ratio(c, known, baseline)
+        if ratio is None or ratio >= 1 - margin:
+            return False
+        c.speedup = 1.0 / ratio
+        return True
 
     verified = [
         c

@@ -67,6 +67,28 @@ def test_a_confirmed_chain_ranks_past_a_stale_baseline_spread() -> None:
     assert [c.id for c in rank_verified([base, clear], base, 0.03)] == ["clear"]
 
 
+def test_a_confirmed_chain_ranks_on_its_back_to_back_ratio_past_a_stale_baseline() -> None:
+    """The baseline was timed alone before the search; its steps were timed back to back in
+    A/B rounds while other evaluations ran. A chain confirmed step by step ranks on the
+    product of its steps' median round ratios, and that is its speedup (a clean-clone CI run
+    once left a confirmed step of the add kernel unranked against the baseline's median)."""
+    base = spread("base", 3.3, 3.2, 3.4, parent=None)  # timed alone, in a quiet moment
+    child = spread("child", 3.35, 3.3, 3.5)  # its slower-of latency, timed beside others
+    child.ab_ratios = [0.85, 0.55, 0.58]
+    grand = spread("grand", 3.3, 3.2, 3.5, parent="child")
+    grand.ab_ratios = [0.9, 0.8]
+    assert not is_faster(child, base, 0.03) and child.latency_ms > base.latency_ms
+    ranked = rank_verified([base, child, grand], base, 0.03)
+    assert [(c.id, c.rank) for c in ranked] == [("grand", 1), ("child", 2)]
+    assert child.speedup == 1 / 0.58 and abs(grand.speedup - 1 / (0.58 * 0.85)) < 1e-12
+    flat = spread("flat", 3.35, 3.3, 3.5)
+    flat.ab_ratios = [0.99, 0.98, 0.98]  # within the margin, whatever its rounds said
+    unknown = spread("unknown", 3.35, 3.3, 3.5)  # confirmed, but no round ratios kept
+    assert rank_verified([base, flat, unknown], base, 0.03) == []
+    child.confirmed = False  # an unconfirmed step breaks the chain below it
+    assert rank_verified([base, child, grand], base, 0.03) == []
+
+
 def test_baseline_and_child_factories() -> None:
     timed = EvalResult(status="ok", latency_ms=2.0, timing="interpreter")
     base = Candidate.baseline("def f(x):\n    return x\n", timed)
