@@ -11,6 +11,7 @@ wait for the summarizer; :meth:`Learner.drain` waits for them.
 from __future__ import annotations
 
 import asyncio
+import statistics
 from typing import Any
 
 from accelopt_core.devicefacts import before_after
@@ -97,6 +98,8 @@ class Learner:
         if positive and caught_rule(fast) is not None:
             return  # a caught candidate is never a positive (learn_hack stores it)
         speedup = (slow.latency_ms or 0) / (fast.latency_ms or float("inf"))
+        if positive and fast.ab_ratios:  # the step timed back to back with its parent
+            speedup = 1.0 / statistics.median(fast.ab_ratios)
         if positive:
             lesson = await self._summarize(slow, fast, speedup)
             if lesson is None:

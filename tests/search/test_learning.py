@@ -62,6 +62,16 @@ async def test_confirmed_step_is_summarized_into_a_positive_experience(
     [exp] = memory.all()
     assert exp.positive and exp.speedup == 2.0
     assert exp.title == "Raise BLOCK from 64 to 128"  # the offline summarizer's rule
+    # a step confirmed in A/B rounds records their median ratio, not its latency against a
+    # parent timed at another moment (here the stale figures would say 0.95x)
+    other = OptimizationMemory(tmp_path / "other")
+    learn = learner(add_file, other, Tally())
+    slow, fast = step(add_file, 2.0, 2.1)
+    fast.ab_ratios = [0.5, 0.9, 0.6]
+    learn.learn(slow, fast, positive=True)
+    assert await learn.drain() == 1
+    [exp] = other.all()
+    assert exp.positive and exp.speedup == 1 / 0.6
     assert (exp.kernel_name, exp.backend, exp.device) == ("add_kernel", "triton", "cpu")
     assert exp.slow_source == slow.source and exp.fast_source == fast.source
 
