@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -128,6 +129,12 @@ class Candidate:
     def latency_ms(self) -> float | None:
         """The median latency in ms when the candidate is correct and timed, else None."""
         return self.result.latency_ms if self.result.ok else None
+
+    @property
+    def step_ratio(self) -> float | None:
+        """The median of :attr:`ab_ratios` (child / parent latency, timed back to back; < 1:
+        faster than its parent), None without re-timing rounds."""
+        return statistics.median(self.ab_ratios) if self.ab_ratios else None
 
     def to_dict(
         self, original_source: str | None = None, path: str = "kernel.py"
@@ -269,21 +276,31 @@ def launch_only_change(parent_source: str, child_source: str) -> bool:
     return stripped[0] == stripped[1]
 
 
-def confirmed_chain(cand: Candidate, known: dict[str, Candidate], baseline: Candidate) -> bool:
-    """True when every step from ``baseline`` to ``cand`` was confirmed by the interleaved
-    re-timing: ``cand`` and each ancestor below the baseline are ``confirmed``, and following
-    ``parent_id`` reaches ``baseline`` (a missing ancestor or a loop gives False)."""
+def _confirmed_steps(
+    cand: Candidate, known: dict[str, Candidate], baseline: Candidate
+) -> list[Candidate] | None:
+    """``cand`` and its ancestors below ``baseline``, when each is ``confirmed`` and following
+    ``parent_id`` reaches ``baseline``; None otherwise (a missing ancestor, a loop)."""
+    steps: list[Candidate] = []
     seen: set[str] = set()
     node = cand
     while node.id != baseline.id:
         if node.id in seen or not node.confirmed or node.ignored_by_timing:
-            return False
+            return None
         seen.add(node.id)
+        steps.append(node)
         parent = known.get(node.parent_id or "")
         if parent is None:
-            return False
+            return None
         node = parent
-    return True
+    return steps
+
+
+def confirmed_chain(cand: Candidate, known: dict[str, Candidate], baseline: Candidate) -> bool:
+    """True when every step from ``baseline`` to ``cand`` was confirmed by the interleaved
+    re-timing: ``cand`` and each ancestor below the baseline are ``confirmed``, and following
+    ``parent_id`` reaches ``baseline`` (a missing ancestor or a loop gives False)."""
+    return _confirmed_steps(cand, known, baseline) is not None
 
 
 def median_faster(fast: Candidate, slow: Candidate, margin: float) -> bool:
@@ -295,19 +312,14 @@ def median_faster(fast: Candidate, slow: Candidate, margin: float) -> bool:
 
 
 def chain_ratio(cand: Candidate, known: dict[str, Candidate], baseline: Candidate) -> float | None:
-    """``cand``'s latency as a fraction of ``baseline``'s, measured back to back: the product,
-    over the steps from the baseline down to it, of the median of each step's A/B round ratios
-    (child / parent median latency, ``ab_ratios``). None unless :func:`confirmed_chain` holds
-    and every step has ratios."""
-    if not confirmed_chain(cand, known, baseline):
+    """``cand``'s latency as a fraction of ``baseline``'s, measured back to back: the product
+    of :attr:`Candidate.step_ratio` over the steps from the baseline down to it. None unless
+    :func:`confirmed_chain` holds and every step has ratios."""
+    steps = _confirmed_steps(cand, known, baseline)
+    if not steps:
         return None
-    ratio, node = 1.0, cand
-    while node.id != baseline.id:
-        if not node.ab_ratios:
-            return None
-        ratio *= statistics.median(node.ab_ratios)
-        node = known[node.parent_id or ""]
-    return ratio
+    ratios = [step.step_ratio for step in steps]
+    return None if None in ratios else math.prod(ratios)
 
 
 def rank_verified(

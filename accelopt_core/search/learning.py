@@ -11,7 +11,6 @@ wait for the summarizer; :meth:`Learner.drain` waits for them.
 from __future__ import annotations
 
 import asyncio
-import statistics
 from typing import Any
 
 from accelopt_core.devicefacts import before_after
@@ -97,9 +96,11 @@ class Learner:
     async def _remember(self, slow: Candidate, fast: Candidate, *, positive: bool) -> None:
         if positive and caught_rule(fast) is not None:
             return  # a caught candidate is never a positive (learn_hack stores it)
-        speedup = (slow.latency_ms or 0) / (fast.latency_ms or float("inf"))
-        if positive and fast.ab_ratios:  # the step timed back to back with its parent
-            speedup = 1.0 / statistics.median(fast.ab_ratios)
+        step_ratio = fast.step_ratio if positive else None  # timed back to back with slow
+        if step_ratio:
+            speedup = 1.0 / step_ratio
+        else:
+            speedup = (slow.latency_ms or 0) / (fast.latency_ms or float("inf"))
         if positive:
             lesson = await self._summarize(slow, fast, speedup)
             if lesson is None:
