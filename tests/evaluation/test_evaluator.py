@@ -18,6 +18,7 @@ from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets import make_target
 from accelopt_core.targets.local import LocalTarget
+from tests.onsite.runs import alive
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 BASE = (CANDIDATES / "add.py").read_text()
@@ -29,14 +30,6 @@ def settings(warm: bool = True, **evaluation) -> Settings:
     ev = {"seeds": 2, "repMs": 5.0, "warmupMs": 1.0, "timeoutS": 90.0, "warmWorkers": warm}
     ev.update(evaluation)
     return Settings.model_validate({"evaluation": ev})
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 class CountingTarget(LocalTarget):

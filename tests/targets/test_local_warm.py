@@ -8,11 +8,11 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 from accelopt_core.settings import Settings
 from accelopt_core.targets.local import LocalTarget
 from accelopt_core.targets.warm import WarmSlots
+from tests.onsite.runs import alive
 from tests.targets.test_agent import request
 
 
@@ -35,14 +35,6 @@ async def test_one_warm_worker_enforces_each_requests_timeout() -> None:
     assert target.warm.pids == set()
 
 
-def _state(pid: int) -> str | None:
-    """The process state letter from /proc (``Z``: a zombie), None once it is reaped."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return None
-
-
 async def test_a_worker_that_died_idle_is_replaced_before_asyncio_notices() -> None:
     # asyncio's child watcher sets ``returncode`` a loop iteration (or, under load, much
     # longer) after the death: a slot that trusted it sent the next candidate to a dead
@@ -54,9 +46,9 @@ async def test_a_worker_that_died_idle_is_replaced_before_asyncio_notices() -> N
         pid = worker.proc.pid
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
-        while _state(pid) not in ("Z", "X", None) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.01)  # blocking on purpose: the watcher's callback cannot run
-        assert _state(pid) in ("Z", "X", None)
+        assert not alive(pid)  # a zombie (its main thread at least), or reaped
         assert worker.proc.returncode is None  # asyncio has not noticed yet
         assert not worker.alive  # the kernel was asked
         fresh = await slots.take(None)
