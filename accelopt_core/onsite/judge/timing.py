@@ -133,12 +133,13 @@ def _clock_reason(
 
     ``wall_ms`` (the judge's measure, wall or the candidate's CPU time, ``resolution_ms``
     coarse: both ends may be off by it, so twice that is slack) spans loading the buffers and
-    the pool, the warm-up (``warmup_ms`` of calls, overshooting by at most one call: ``warmup_ms + median`` is allowed for it) and the
-    repetitions; ``allowance_ms`` the honest untimed cost (refills, flushes, clones, the
-    files' load). Two rules: :func:`.contestant.timing.timing_inconsistency` on the sum, and
-    ``median >= MEDIAN_SHARE * (wall - allowance - warm-up - slack) / n``: the per-call time
-    only the judge's clock measures bounds the median from below, so a candidate cannot
-    report its real total in one sample and tiny others."""
+    the pool, the warm-up (``warmup_ms`` of calls, overshooting by at most one call:
+    ``warmup_ms + median`` is allowed for it) and the repetitions; ``allowance_ms`` the
+    honest untimed cost (refills, flushes, clones, the files' load). Two rules:
+    :func:`.contestant.timing.timing_inconsistency` on the sum, and ``median >= MEDIAN_SHARE *
+    (wall - allowance - warm-up - slack) / n``: the per-call time only the judge's clock
+    measures bounds the median from below, so a candidate cannot report its real total in one
+    sample and tiny others."""
     n = len(samples)
     med = timing.latency_summary(samples)[0]
     warm = warmup_ms + med + 2.0 * resolution_ms

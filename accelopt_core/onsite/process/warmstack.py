@@ -56,9 +56,9 @@ def preload() -> list[str]:
 def _measure_launch_floor() -> None:
     """Under the interpreter: measure :func:`.contestant.timing.interpreter_launch_floor_ms`
     once here (on both clocks), so every judge forked from this process inherits it (~0.1 s
-    each otherwise) and the Triton interpreter's first-launch set-up is done. A trivial one-program kernel on a one-element
-    CPU tensor: no CUDA, and no thread pool is started (the fork stays safe). Errors are left
-    to the judge, which measures it again."""
+    each otherwise) and the Triton interpreter's first-launch set-up is done. A trivial
+    one-program kernel on a one-element CPU tensor: no CUDA, and no thread pool is started (the
+    fork stays safe). Errors are left to the judge, which measures it again."""
     try:
         from ..contestant.timing import interpreter_launch_floor_ms
         from ..runtime import clocks
