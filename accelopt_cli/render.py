@@ -141,7 +141,9 @@ def print_search_report(
     base = report.baseline.result.metrics
     checked = devicefacts.derived_summary(base)
     if checked:
-        out.print(f"shapes: {checked} (every candidate)")
+        out.print(f"inputs: {checked} (every candidate)")
+        for name, why in devicefacts.derived_rows(base)[1]:
+            out.print(f"  skipped: {escape(name)}: {escape(why)}", highlight=False)
     if devicefacts.not_timed(base):
         for line in devicefacts.gpu_lines(base):
             out.print(escape(line), highlight=False, soft_wrap=True)

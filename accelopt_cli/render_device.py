@@ -22,8 +22,9 @@ def ranking_needs_timing(metrics: dict) -> str:
 
 def device_lines(metrics: dict) -> list[str]:
     """The GPU facts of the compile stage (:func:`accelopt_core.devicefacts.gpu_lines`), then
-    the shapes the result was checked on (``timed on 1 shape, checked on 4 derived shapes``)
-    with each derived shape used or skipped; ``[]`` without either."""
+    the inputs the result was checked on (``timed on 1 shape, checked on 10 derived inputs
+    (4 shapes, 4 values, 2 layouts)``) with each derived input used or skipped; ``[]``
+    without either."""
     lines = devicefacts.gpu_lines(metrics)
     summary = devicefacts.derived_summary(metrics)
     if summary:

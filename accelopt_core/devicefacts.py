@@ -14,8 +14,8 @@ Two producers fill :attr:`~accelopt_core.onsite.protocol.EvalResult.metrics` on 
   ``tma`` = UTMALDG, ``stl`` / ``ldl`` = local-memory stores / loads);
 * ``metrics["not_timed"]``: ``"the CPU interpreter cannot run this kernel (<reason>)"`` when
   the interpreter could not run a kernel that compiles for the GPU;
-* ``metrics["derived_shapes"]``: ``used`` and ``skipped`` shapes derived from the harness's
-  inputs, each a correctness check, never timed.
+* ``metrics["derived_inputs"]``: ``used`` and ``skipped`` shapes, values and layouts derived
+  from the harness's inputs (issue 29), each a correctness check, never timed.
 
 Everything here reads those dicts defensively (a missing or mistyped key is left out, never an
 exception) and returns plain text; the CLI, the search report, the language server, the
@@ -269,15 +269,38 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def _derived_counts(used: list) -> dict[str, int]:
+    """The parts of the used derived inputs by kind, ``{"shape": 4, "values": 4, "layout":
+    1}`` (a slot of :mod:`accelopt_core.onsite.judge.derived_inputs` counts each part)."""
+    counts = {"shape": 0, "values": 0, "layout": 0}
+    for desc in used:
+        found = desc.get("parts") if desc.get("kind") == "combined" else [desc]
+        for part in found if isinstance(found, list) else []:
+            kind = str(part.get("kind") or "shape") if isinstance(part, Mapping) else ""
+            if kind in counts:
+                counts[kind] += 1
+    return counts
+
+
+def _derived(metrics: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``metrics["derived_inputs"]`` (``derived_shapes`` of results before issue 29)."""
+    m = metrics or {}
+    for key in ("derived_inputs", "derived_shapes"):
+        if isinstance(m.get(key), Mapping):
+            return m[key]
+    return None
+
+
 def derived_summary(metrics: Mapping[str, Any] | None) -> str | None:
-    """How far a correctness claim reaches (issue 22): ``timed on 1 shape, checked on 4
-    derived shapes``; with ``BENCH["shapes"]`` (``metrics["shapes"]``) ``timed on 2 shapes,
-    checked on 1 held-out shape and 4 derived shapes``; skipped derivations are counted
-    (``(2 skipped)``). None when the result carries neither."""
+    """How far a correctness claim reaches (issues 22 and 29): ``timed on 1 shape, checked on
+    10 derived inputs (4 shapes, 4 values, 2 layouts)``; with ``BENCH["shapes"]``
+    (``metrics["shapes"]``) ``timed on 2 shapes, checked on 1 held-out shape and 10 derived
+    inputs (...)``; skipped derivations are counted (``(2 skipped)``). None when the result
+    carries neither."""
     m = metrics or {}
     rows = m.get("shapes") if isinstance(m.get("shapes"), list) else []
     rows = [r for r in rows if isinstance(r, Mapping)]
-    derived = m.get("derived_shapes") if isinstance(m.get("derived_shapes"), Mapping) else None
+    derived = _derived(m)
     if not rows and derived is None:
         return None
     timed = sum(1 for r in rows if r.get("timed")) if rows else 1
@@ -286,9 +309,14 @@ def derived_summary(metrics: Mapping[str, Any] | None) -> str | None:
     skipped = 0
     if derived is not None:
         used = derived.get("used") if isinstance(derived.get("used"), list) else []
+        used = [d for d in used if isinstance(d, Mapping)]
         skip = derived.get("skipped") if isinstance(derived.get("skipped"), list) else []
         skipped = len(skip)
-        checks.append(_plural(len(used), "derived shape"))
+        counts = _derived_counts(used)
+        words = {"shape": "shape", "values": "value", "layout": "layout"}
+        kinds = ", ".join(_plural(n, words[k]) for k, n in counts.items() if n)
+        total = _plural(sum(counts.values()), "derived input")
+        checks.append(total + (f" ({kinds})" if kinds else ""))
     text = f"timed on {_plural(timed, 'shape')}"
     if checks:
         text += ", checked on " + " and ".join(checks)
@@ -298,10 +326,11 @@ def derived_summary(metrics: Mapping[str, Any] | None) -> str | None:
 def derived_rows(
     metrics: Mapping[str, Any] | None,
 ) -> tuple[list[tuple[str, str | None]], list[tuple[str, str]]]:
-    """The derived shapes of ``metrics["derived_shapes"]``: ``([(name, inputs or None), ...]``
-    checked, ``[(name, why), ...]`` skipped), read defensively; both empty without them."""
-    derived = (metrics or {}).get("derived_shapes")
-    if not isinstance(derived, Mapping):
+    """The derived inputs of ``metrics["derived_inputs"]``: ``([(name, inputs or None), ...]``
+    checked (one per checked call: a slot names all its parts), ``[(name, why), ...]``
+    skipped), read defensively; both empty without them."""
+    derived = _derived(metrics)
+    if derived is None:
         return [], []
 
     def rows(key: str) -> list[Mapping[str, Any]]:
@@ -319,8 +348,9 @@ def derived_rows(
 
 
 def derived_detail_lines(metrics: Mapping[str, Any] | None) -> list[str]:
-    """The derived shapes one by one: ``checked: x[1] 64→63 (x: 16×63)`` and ``skipped: x[0]
-    16→20: the baseline is wrong on it: ...``; ``[]`` without ``metrics["derived_shapes"]``."""
+    """The derived inputs one by one: ``checked: x[1] 64→63, x + 512 (offset) (x: 16×63)``
+    and ``skipped: x column-major: the baseline is wrong on it: ...``; ``[]`` without
+    ``metrics["derived_inputs"]``."""
     used, skipped = derived_rows(metrics)
     lines = [f"checked: {name}" + (f" ({inputs})" if inputs else "") for name, inputs in used]
     return lines + [f"skipped: {name}: {why}" for name, why in skipped]
@@ -417,5 +447,5 @@ def prompt_lines(metrics: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"not timed: {reason}; reason from the device facts and the code")
     summary = derived_summary(metrics)
     if summary:
-        lines.append(f"shapes: {summary} (correct results are required on every one)")
+        lines.append(f"inputs: {summary} (correct results are required on every one)")
     return lines

@@ -70,12 +70,13 @@ def _launch_markdown(entry: Mapping[str, Any]) -> list[str]:
 
 
 def _shapes_markdown(metrics: Mapping[str, Any]) -> list[str]:
-    """``Shapes: timed on 1 shape, checked on 4 derived shapes`` with each derived shape used
-    or skipped (names in code spans, reasons escaped)."""
+    """``Inputs: timed on 1 shape, checked on 10 derived inputs (4 shapes, 4 values, 2
+    layouts)`` with each derived input used or skipped (names in code spans, reasons
+    escaped)."""
     summary = devicefacts.derived_summary(metrics)
     if not summary:
         return []
-    lines = [f"**Shapes:** {escape(summary)}"]
+    lines = [f"**Inputs:** {escape(summary)}"]
     used, skipped = devicefacts.derived_rows(metrics)
     for name, inputs in used:
         lines.append(f"- checked on {code(name)}" + (f" ({code(inputs)})" if inputs else ""))
@@ -86,7 +87,7 @@ def _shapes_markdown(metrics: Mapping[str, Any]) -> list[str]:
 def device_markdown(result: EvalResult, kernel: str) -> str:
     """The hover's device section for ``kernel``: the GPU and architecture it was compiled
     for, each compiled launch (registers, spills, shared memory, threads, occupancy and its
-    limiter, SASS facts), the not-timed note and the shapes checked; ``""`` without any."""
+    limiter, SASS facts), the not-timed note and the inputs checked; ``""`` without any."""
     metrics = result.metrics
     parts: list[str] = []
     untimed = devicefacts.not_timed(metrics)

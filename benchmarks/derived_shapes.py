@@ -7,20 +7,20 @@ through the real :class:`~accelopt_core.evaluation.evaluator.Evaluator` and the 
 warm-up, 100 ms of repetitions), one evaluation at a time, in three modes, interleaved per round
 so that the machine's load affects them alike:
 
-- ``none``: ``derived_shapes=[]``, no derived shape checked (what an evaluation cost before);
-- ``candidate``: ``derived_shapes`` = the baseline's ``used`` list, what every candidate of a
+- ``none``: ``derived_inputs=[]``, no derived shape checked (what an evaluation cost before);
+- ``candidate``: ``derived_inputs`` = the baseline's ``used`` list, what every candidate of a
   search pays (one checked call per derived shape, the reference computed by the harness);
-- ``baseline``: ``derived_shapes=None``, the baseline's own evaluation (once per search): the
+- ``baseline``: ``derived_inputs=None``, the baseline's own evaluation (once per search): the
   derivation plus one checked call per derived shape.
 
 Prints, per harness: the median seconds of each mode, the number of derived shapes, the added
 wall time of ``candidate`` and ``baseline`` over ``none`` in %, and the same share measured inside
-each evaluation (``metrics["derived_shapes"]["seconds"]``, the judge's clock around the derived
+each evaluation (``metrics["derived_inputs"]["seconds"]``, the judge's clock around the derived
 checks, over the rest of that evaluation's wall time): on a shared machine the load changes
 between evaluations more than within one, so the second figure is the steadier one (target:
 <= 15 % for candidates).
 
-Usage (from the repository root): ``python benchmarks/derived_shapes.py [--rounds 5] [--only
+Usage (from the repository root): ``python benchmarks/derived_inputs.py [--rounds 5] [--only
 softmax]``.
 """
 
@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from accelopt_core.evaluation.derived import used_shapes  # noqa: E402
+from accelopt_core.evaluation.derived import used_inputs  # noqa: E402
 from accelopt_core.evaluation.evaluator import Evaluator  # noqa: E402
 from accelopt_core.settings import Settings  # noqa: E402
 from accelopt_core.targets import make_target  # noqa: E402
@@ -68,19 +68,19 @@ async def measure(source: str, entry: str, rounds: int) -> tuple[dict[str, list[
         first = await evaluator.evaluate(source, source, entry, use_cache=False)  # warms up
         if not first.ok:
             return times, 0, f"{first.status}: {first.message}"
-        used = used_shapes(first)
+        used = used_inputs(first)
         lists = {"none": [], "candidate": used, "baseline": None}
         for _ in range(rounds):
             for mode in MODES:
                 t0 = time.perf_counter()
                 result = await evaluator.evaluate(
-                    source, source, entry, use_cache=False, derived_shapes=lists[mode]
+                    source, source, entry, use_cache=False, derived_inputs=lists[mode]
                 )
                 wall = time.perf_counter() - t0
                 times[mode].append(wall)
                 if not result.ok:
                     return times, len(used), f"{mode}: {result.status}: {result.message}"
-                spent = (result.metrics.get("derived_shapes") or {}).get("seconds")
+                spent = (result.metrics.get("derived_inputs") or {}).get("seconds")
                 if mode != "none" and isinstance(spent, (int, float)):
                     times[f"{mode} %"].append(100.0 * spent / max(wall - spent, 1e-9))
         return times, len(used), ""

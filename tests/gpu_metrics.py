@@ -1,5 +1,5 @@
 """Hand-made evaluation results carrying the metrics of the data contract of issues 21 and 22
-(``metrics["gpu"]``, ``metrics["not_timed"]``, ``metrics["derived_shapes"]``), as the compile
+(``metrics["gpu"]``, ``metrics["not_timed"]``, ``metrics["derived_inputs"]``), as the compile
 stage and the derived-shape judge write them on the target. Consumers (CLI, server, prompt,
 memory) are tested against these until, and besides, the producers' own end-to-end tests."""
 
@@ -60,7 +60,7 @@ def gpu_metrics(**launch: Any) -> dict[str, Any]:
     and four derived shapes."""
     gpu = copy.deepcopy(GPU)
     gpu["kernels"][0].update(launch)
-    return {"gpu": gpu, "derived_shapes": copy.deepcopy(DERIVED)}
+    return {"gpu": gpu, "derived_inputs": copy.deepcopy(DERIVED)}
 
 
 def spilling_metrics() -> dict[str, Any]:

@@ -72,12 +72,12 @@ def test_not_timed_says_why_and_what_to_do() -> None:
     assert df.not_timed_line(gpu_metrics()) is None
 
 
-def test_derived_summary_counts_timed_held_out_and_derived_shapes() -> None:
+def test_derived_summary_counts_timed_held_out_and_derived_inputs() -> None:
     assert df.derived_summary(gpu_metrics()) == "timed on 1 shape, checked on 4 derived shapes"
     metrics = gpu_metrics()
     metrics["shapes"] = [{"shape": {"N": 64}, "timed": True}, {"shape": {"N": 80}, "timed": True},
                          {"shape": {"N": 63}, "timed": False}]  # fmt: skip
-    metrics["derived_shapes"]["skipped"] = [{"name": "x[0] 16→20", "why": "the baseline is wrong"}]
+    metrics["derived_inputs"]["skipped"] = [{"name": "x[0] 16→20", "why": "the baseline is wrong"}]
     assert df.derived_summary(metrics) == (
         "timed on 2 shapes, checked on 1 held-out shape and 4 derived shapes (1 skipped)"
     )
@@ -111,7 +111,7 @@ def test_planner_lines_carry_device_facts_not_timed_and_shapes() -> None:
 
 def test_garbage_metrics_never_raise() -> None:
     for metrics in (None, {}, {"gpu": None}, {"gpu": {"kernels": [None, 3, {"registers": "x"}]}},
-                    {"derived_shapes": {"used": "no"}}, {"not_timed": 5}):  # fmt: skip
+                    {"derived_inputs": {"used": "no"}}, {"not_timed": 5}):  # fmt: skip
         df.gpu_lines(metrics)
         df.lens_text(metrics, "kernel")
         df.derived_summary(metrics)

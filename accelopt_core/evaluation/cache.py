@@ -60,7 +60,7 @@ def cache_key(request: EvalRequest, fingerprint: str) -> str:
         # issues 21/22: a verdict compiled for sm_80 is not one for sm_90; the derived shapes
         # checked decide it too
         "gpu": request.gpu,
-        "derived_shapes": request.derived_shapes,
+        "derived_inputs": request.derived_inputs,
         "sizes": getattr(request, "sizes", None) or None,  # issue 24: scaled / pinned sizes
     }
     return _sha(json.dumps(parts, sort_keys=True))

@@ -92,7 +92,7 @@ class Evaluator:
         context: BenchContext | None = None,
         entry_expr: str | None = None,
         sizes: SizePlan | None = None,
-        derived_shapes: list[dict] | None = None,
+        derived_inputs: list[dict] | None = None,
     ) -> EvalRequest:
         """The request the settings describe (seeds 1..N, warm-up/rep ms, timeout, memory
         limit, the peak table of :func:`accelopt_core.onsite.judge.roofline.peak_table`), with the
@@ -120,7 +120,7 @@ class Evaluator:
             timing=self.timing,  # type: ignore[arg-type]
             source_name=source_name,
             sizes=sizes.request_field(ev.sizes) if sizes is not None else {},
-            derived_shapes=derived_shapes,
+            derived_inputs=derived_inputs,
             gpu=self.settings.gpu_name,  # issue 21: None when the setting is "none"
         )
 
@@ -137,7 +137,7 @@ class Evaluator:
         entry_expr: str | None = None,
         tree: ast.Module | None = None,
         sizes: SizePlan | None = None,
-        derived_shapes: list[dict] | None = None,
+        derived_inputs: list[dict] | None = None,
     ) -> EvalResult:
         """Evaluate ``candidate_source`` against the harness of ``original_source``.
 
@@ -156,8 +156,9 @@ class Evaluator:
             entry_expr: ``BENCH["entry"]`` when it is an expression (``RMSNorm.apply``).
             sizes: the harness's module-level sizes (:attr:`HarnessInfo.sizes`), scaled for
                 the CPU interpreter on the target.
-            derived_shapes: the derived shapes to check the candidate on (issue 22: the
-                baseline's ``metrics["derived_shapes"]["used"]``); None derives them (the
+            derived_inputs: the derived inputs (shapes, values, layouts) to check the
+                candidate on (issues 22 and 29: the
+                baseline's ``metrics["derived_inputs"]["used"]``); None derives them (the
                 baseline's own evaluation, a profile).
             tree: ``candidate_source`` already parsed (read, not mutated), so the gate does not
                 parse it again.
@@ -185,7 +186,7 @@ class Evaluator:
             context=context,
             entry_expr=entry_expr,
             sizes=sizes,
-            derived_shapes=derived_shapes,
+            derived_inputs=derived_inputs,
         )
         return await self._run(request, use_cache=use_cache)
 

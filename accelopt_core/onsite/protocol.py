@@ -36,8 +36,9 @@ HARNESS_VERSION = "1"
 #: cannot launch there is incorrect; every candidate checked on the derived shapes the
 #: baseline is correct on); issue 20 "5" (interpreter latencies are the candidate process's
 #: CPU time, checked against the kernel's account of it, not wall time: cached wall-time
-#: latencies must not be ranked beside them).
-JUDGE_VERSION = "5"
+#: latencies must not be ranked beside them); issue 29 "6" (every candidate checked on the
+#: derived values and layouts the baseline is correct on, beside the derived shapes).
+JUDGE_VERSION = "6"
 
 #: Prefix of the worker's one result line, the last line of its stdout.
 SENTINEL = "@@ACCELOPT_RESULT@@ "
@@ -119,10 +120,10 @@ class EvalRequest:
             a plain name (``RMSNorm.apply``, ``functools.partial(rms_norm, eps=1e-6)``);
             evaluated in the candidate module. With ``harness_path`` the harness's own
             ``BENCH["entry"]`` is used.
-        derived_shapes: issue 22. None: derive shapes from the harness's inputs and report in
-            ``metrics["derived_shapes"]`` which are usable (the baseline's evaluation: a derived
-            shape is used only where the reference runs and the evaluated code is correct on
-            it). A list (the baseline's ``metrics["derived_shapes"]["used"]``, copied by the
+        derived_inputs: issues 22 and 29. None: derive shapes, values and layouts from the
+            harness's inputs and report in ``metrics["derived_inputs"]`` which are usable (the
+            baseline's evaluation: a derived input is used only where the reference runs, and
+            stays finite, and the evaluated code is correct on it). A list (the baseline's ``metrics["derived_inputs"]["used"]``, copied by the
             host): check the candidate on exactly these, never timed
             (:mod:`.judge.derived_checks`).
         gpu: issue 21. The GPU the Triton kernels are for (``H100 SXM5``, ``H100 PCIe``,
@@ -155,7 +156,7 @@ class EvalRequest:
     kernel_path: str | None = None
     harness_path: str | None = None
     entry_expr: str | None = None
-    derived_shapes: list[dict[str, Any]] | None = None
+    derived_inputs: list[dict[str, Any]] | None = None
     gpu: str | None = "H100 SXM5"
     sizes: dict[str, Any] = field(default_factory=dict)
 
@@ -193,7 +194,9 @@ class EvalResult:
         rule: for ``rejected``: the trust rule that caught the candidate, a short phrase
             (``timing inconsistent``, ``no kernel launch``, ``output not a plain tensor``,
             ``implausible speedup``, ``gate: eval``, ...); experiences learned from a caught
-            candidate are stored as ``reward-hack: <rule>`` negatives. None otherwise.
+            candidate are stored as ``reward-hack: <rule>`` negatives. For ``incorrect``:
+            ``wrong on derived input`` when the candidate is wrong on a derived shape, value
+            range or layout (issue 29), also stored as such a negative. None otherwise.
         judge_version: :data:`JUDGE_VERSION` of the judge that decided this result.
         metrics: profile metrics of a Neuron timing (``neuron-profile`` summary: HBM/SBUF/PSUM
             read/write bytes, spill bytes, hardware FLOPs, engine active-time %, arithmetic

@@ -15,6 +15,7 @@ from typing import Any
 
 from accelopt_core.devicefacts import before_after
 from accelopt_core.kernelfile import KernelInfo, source_fingerprint
+from accelopt_core.onsite.judge.derived_checks import DERIVED_RULE
 from accelopt_core.proposers import Plan, Proposer
 from accelopt_core.search.candidate import Candidate
 from accelopt_core.search.proposing import Contexts
@@ -29,9 +30,12 @@ MAX_HACK_MESSAGE = 300
 
 def caught_rule(cand: Candidate) -> str | None:
     """The trust rule that caught ``cand`` (``EvalResult.rule`` of a ``rejected`` result, e.g.
-    ``"timing inconsistent"``), or None when the judge did not catch it."""
+    ``"timing inconsistent"``, or of an ``incorrect`` one wrong on a derived input: ``"wrong
+    on derived input"``, issue 29), or None when the judge did not catch it."""
     result = cand.result
     rule = (result.rule or "").strip()
+    if result.status == "incorrect" and rule == DERIVED_RULE:
+        return rule
     return rule if result.status == "rejected" and rule else None
 
 

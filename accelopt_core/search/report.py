@@ -191,7 +191,7 @@ class SearchReport:
             "failures": dict(self.failures),
             "baseline": self.baseline.to_dict(),
             # issue 22: the derived shapes every candidate was checked on, and those skipped
-            "derived_shapes": self.baseline.result.metrics.get("derived_shapes"),
+            "derived_inputs": self.baseline.result.metrics.get("derived_inputs"),
             "candidates": [c.to_dict(self.original_source, name) for c in self.candidates],
             "tokens": self.tokens,
             "cost_usd": round(self.cost_usd, 6),

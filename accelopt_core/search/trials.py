@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Awaitable
 from typing import Any
 
-from accelopt_core.evaluation.derived import used_shapes
+from accelopt_core.evaluation.derived import used_inputs
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.kernelfile.workload import eval_keywords
 from accelopt_core.onsite.protocol import EvalResult
@@ -82,10 +82,10 @@ class Trials:
         """The evaluator's keywords that say where the kernel lives: its file name, its
         project context and the entry expression (:func:`.workload.eval_keywords`); once
         the baseline is evaluated, the derived shapes it was correct on, which every later
-        evaluation checks (issue 22, :func:`~accelopt_core.evaluation.derived.used_shapes`)."""
+        evaluation checks (issue 22, :func:`~accelopt_core.evaluation.derived.used_inputs`)."""
         where = eval_keywords(self._original)
         if self.baseline is not None:
-            where["derived_shapes"] = used_shapes(self.baseline.result)
+            where["derived_inputs"] = used_inputs(self.baseline.result)
         return where
 
     @property

@@ -131,7 +131,7 @@ def test_profile_of_a_kernel_the_interpreter_cannot_run_exits_0_with_device_fact
     data = json.loads(as_json.stdout)
     assert data["gpu"] == "H100 SXM5"
     assert data["metrics"]["gpu"]["arch"] == "sm_90"
-    assert data["metrics"]["derived_shapes"]["used"][0]["name"] == "x[1] 64→63"
+    assert data["metrics"]["derived_inputs"]["used"][0]["name"] == "x[1] 64→63"
     assert data["metrics"]["not_timed"].startswith("the CPU interpreter cannot run")
 
 

@@ -1,6 +1,6 @@
 """Derived shapes in the judge (issue 22), through the real worker under the Triton interpreter.
 
-The baseline's evaluation (no ``derived_shapes`` in the request) derives shapes from the harness's
+The baseline's evaluation (no ``derived_inputs`` in the request) derives shapes from the harness's
 inputs and keeps those where the reference runs and the baseline is correct; a candidate's
 evaluation (the baseline's ``used`` list in the request) is checked on exactly those, never timed.
 """
@@ -87,40 +87,52 @@ def baselines() -> dict[str, EvalResult]:
 
 def _derived(result: EvalResult) -> dict:
     assert result.ok, result.message
-    return result.metrics["derived_shapes"]
+    return result.metrics["derived_inputs"]
+
+
+def _parts(found: dict, kind: str = "shape") -> list[dict]:
+    """The used parts of ``kind`` (a slot of shapes, values and layouts counts each part)."""
+    out = []
+    for desc in found["used"]:
+        out += [p for p in desc.get("parts", [desc]) if p["kind"] == kind]
+    return out
+
+
+def _shape_names(found: dict) -> list[str]:
+    return [p["name"] for p in _parts(found)]
+
+
+def _shape_skips(found: dict) -> dict[str, str]:
+    """The skipped derived shapes (named ``x[1] 64→63``) and why."""
+    return {s["name"]: s["why"] for s in found["skipped"] if "→" in s["name"]}
 
 
 def test_baseline_finds_rows_and_columns(baselines) -> None:
     found = _derived(baselines["softmax"])
-    assert [d["name"] for d in found["used"]] == [
-        "x[0] 16→15",
-        "x[0] 16→20",
-        "x[1] 64→63",
-        "x[1] 64→80",
-    ]
+    assert _shape_names(found) == ["x[0] 16→15", "x[0] 16→20", "x[1] 64→63", "x[1] 64→80"]
     assert all(d["seed"] == 1 and d["shape"] is None for d in found["used"])
-    assert found["skipped"] == []
+    assert _shape_skips(found) == {}
 
 
 def test_a_baseline_written_for_one_shape_keeps_working(baselines) -> None:
     """The baseline is the oracle: where it is wrong, the derived shape is skipped, with why."""
     found = _derived(baselines["specialized_baseline"])
-    assert [d["name"] for d in found["used"]] == ["x[0] 16→15", "x[0] 16→20"]
-    why = {s["name"]: s["why"] for s in found["skipped"]}
+    assert _shape_names(found) == ["x[0] 16→15", "x[0] 16→20"]
+    why = _shape_skips(found)
     assert set(why) == {"x[1] 64→63", "x[1] 64→80"}
     assert all(w.startswith("the baseline is wrong on it: ") for w in why.values()), why
 
 
 def test_a_scalar_size_argument_is_skipped_with_its_reason(baselines) -> None:
     found = _derived(baselines["scalar_size"])
-    assert [d["name"] for d in found["used"]] == ["x[0] 16→15", "x[0] 16→20"]
-    (skip,) = found["skipped"]
+    assert _shape_names(found) == ["x[0] 16→15", "x[0] 16→20"]
+    skip = next(s for s in found["skipped"] if s["name"].startswith("x[1]"))
     assert skip["name"] == "x[1] (d1 = 64)" and "input #1 (n) is the int 64" in skip["why"]
 
 
 def test_a_reference_that_raises_skips_the_shape(baselines) -> None:
     found = _derived(baselines["picky_reference"])
-    why = {s["name"]: s["why"] for s in found["skipped"]}
+    why = _shape_skips(found)
     assert set(why) == {"x[1] 64→63", "x[1] 64→80"}
     assert all(
         "the reference cannot run on it" in w and "only 64 columns" in w for w in why.values()
@@ -129,13 +141,13 @@ def test_a_reference_that_raises_skips_the_shape(baselines) -> None:
 
 def test_bench_shapes_harness_derives_from_its_first_shape(baselines) -> None:
     found = _derived(baselines["with_shapes"])
-    assert [d["name"] for d in found["used"]][:3] == ["x[0] 8→7", "x[0] 8→10", "x[1] 32→31"]
+    assert _shape_names(found)[:3] == ["x[0] 8→7", "x[0] 8→10", "x[1] 32→31"]
     assert all(d["shape"] == {"rows": 8, "cols": 32} for d in found["used"])
 
 
 def test_matmul_k_loop_with_a_literal_trip_count_is_rejected(baselines) -> None:
     found = _derived(baselines["matmul"])
-    names = [d["name"] for d in found["used"]]
+    names = _shape_names(found)
     assert names == [
         "a[0] 32→31",
         "a[0] 32→40",
@@ -144,36 +156,41 @@ def test_matmul_k_loop_with_a_literal_trip_count_is_rejected(baselines) -> None:
         "b[1] 16→15",
         "b[1] 16→20",
     ]
-    k = next(d for d in found["used"] if d["name"] == "a[1] 48→60")
+    k = next(d for d in _parts(found) if d["name"] == "a[1] 48→60")
     assert k["inputs"] == "a: 32×60, b: 60×16"
     result = _run(
         MATMUL_LITERAL_K + MATMUL_FILE[MATMUL_FILE.index("\n\ndef get_inputs") :],
         MATMUL_FILE,
         "matmul",
-        derived_shapes=found["used"],
+        derived_inputs=[dict(k, seed=1, shape=None)],
     )
     assert result.status == "incorrect", result.message
     assert result.message.startswith("wrong on derived shape a[1] 48→60 (a: 32×60, b: 60×16): ")
+    assert result.rule == "wrong on derived input"  # remembered as a negative (issue 29)
 
 
 def test_candidate_is_checked_on_exactly_the_listed_shapes(baselines) -> None:
-    used = _derived(baselines["softmax"])["used"]
+    found = _derived(baselines["softmax"])
     cand = SPECIALIZED["literal_columns"] + HARNESS
-    rows_only = [d for d in used if d["symbol"] == "d0"]
-    ok = _run(cand, SOFTMAX_FILE, "softmax", derived_shapes=rows_only)
+    rows_only = [dict(d, seed=1, shape=None) for d in _parts(found) if d["symbol"] == "d0"]
+    ok = _run(cand, SOFTMAX_FILE, "softmax", derived_inputs=rows_only)
     assert ok.ok, ok.message
-    assert [d["name"] for d in ok.metrics["derived_shapes"]["used"]] == [
+    assert [d["name"] for d in ok.metrics["derived_inputs"]["used"]] == [
         "x[0] 16→15",
         "x[0] 16→20",
     ]
-    none = _run(cand, SOFTMAX_FILE, "softmax", derived_shapes=[])
-    assert none.ok and none.metrics["derived_shapes"]["used"] == []
-    assert none.metrics["derived_shapes"]["skipped"] == []
-    assert ok.metrics["derived_shapes"]["seconds"] > 0  # their cost, on the judge's clock
-    bad = _run(cand, SOFTMAX_FILE, "softmax", derived_shapes=[*rows_only, {"name": "junk"}])
-    assert bad.ok and bad.metrics["derived_shapes"]["skipped"] == [
-        {"name": "junk", "why": "malformed derived-shape descriptor"}
+    none = _run(cand, SOFTMAX_FILE, "softmax", derived_inputs=[])
+    assert none.ok and none.metrics["derived_inputs"]["used"] == []
+    assert none.metrics["derived_inputs"]["skipped"] == []
+    assert ok.metrics["derived_inputs"]["seconds"] > 0  # their cost, on the judge's clock
+    bad = _run(cand, SOFTMAX_FILE, "softmax", derived_inputs=[*rows_only, {"name": "junk"}])
+    assert bad.ok and bad.metrics["derived_inputs"]["skipped"] == [
+        {"name": "junk", "why": "malformed derived-input descriptor"}
     ]
-    wrong = _run(cand, SOFTMAX_FILE, "softmax", derived_shapes=used)
+    cols = [dict(d, seed=1, shape=None) for d in _parts(found) if d["symbol"] == "d1"]
+    wrong = _run(cand, SOFTMAX_FILE, "softmax", derived_inputs=cols)
     assert wrong.status == "incorrect"
     assert wrong.message.startswith("wrong on derived shape x[1] 64→63 (x: 16×63): mismatch")
+    combined = _run(cand, SOFTMAX_FILE, "softmax", derived_inputs=found["used"])
+    assert combined.status == "incorrect"  # a slot holding 64→63 names all of its parts
+    assert combined.message.startswith("wrong on derived input x[1] 64→63, x + "), combined.message

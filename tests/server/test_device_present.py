@@ -70,7 +70,7 @@ def test_hover_has_every_fact_per_kernel_with_kernel_text_in_code_spans() -> Non
 
 def test_hover_escapes_what_the_kernel_and_the_compiler_wrote() -> None:
     metrics = gpu_metrics(config="BLOCK_`M`=64, *num_warps*=4")
-    metrics["derived_shapes"]["skipped"] = [{"name": "x[0] 16→20", "why": "ref <b>raises</b> *x*"}]
+    metrics["derived_inputs"]["skipped"] = [{"name": "x[0] 16→20", "why": "ref <b>raises</b> *x*"}]
     metrics["not_timed"] = "the CPU interpreter cannot run this kernel (a_b `c` [link](x))"
     text = device_present.device_markdown(ok_result(metrics), "softmax_kernel")
     assert "- ``BLOCK_`M`=64, *num_warps*=4`` ·" in text

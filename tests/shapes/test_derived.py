@@ -18,6 +18,7 @@ def test_softmax_rows_and_columns_are_two_symbols() -> None:
     assert names == ["x[0] 16→15", "x[0] 16→20", "x[1] 64→63", "x[1] 64→80"]
     cols = plan["derived"][2]
     assert cols == {
+        "kind": "shape",
         "name": "x[1] 64→63",
         "symbol": "d1",
         "from": 64,

@@ -94,8 +94,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 
 def test_the_baseline_derives_four_shapes_and_uses_them(run: Run) -> None:
-    derived = run.report["derived_shapes"]
-    assert derived == run.report["baseline"]["result"]["metrics"]["derived_shapes"]
+    derived = run.report["derived_inputs"]
+    assert derived == run.report["baseline"]["result"]["metrics"]["derived_inputs"]
     names = [d["name"] for d in derived["used"]]
     assert names == ["x[0] 16→15", "x[0] 16→20", "x[1] 64→63", "x[1] 64→80"]
     assert derived["skipped"] == []
@@ -128,5 +128,5 @@ def test_dispatch_with_fallback_and_block_tuning_rank(run: Run) -> None:
         assert name in ranked, f"{name} not ranked; failures {run.report['failures']}"
         cand = ranked[name]
         assert cand["correct"] and cand["speedup"] > 1.0
-        assert len(cand["result"]["metrics"]["derived_shapes"]["used"]) == 4
+        assert len(cand["result"]["metrics"]["derived_inputs"]["used"]) == 4
     assert not set(run.fixer) & set(LEGITIMATE)

@@ -20,7 +20,7 @@ by the judge (:mod:`.derived_checks`), never here.
 Descriptor of one derived shape (JSON; the host copies the baseline's ``used`` list into every
 candidate's request)::
 
-    {"name": "x[1] 64→63", "symbol": "d1", "from": 64, "to": 63,
+    {"kind": "shape", "name": "x[1] 64→63", "symbol": "d1", "from": 64, "to": 63,
      "inputs": "x: 16×63", "dims": [[0, 1]]}
 
 ``dims``: ``[input index, dimension]`` of every occurrence of the symbol. Standard library at
@@ -46,6 +46,19 @@ def _is_tensor(obj) -> bool:
 
 def _is_int(obj) -> bool:
     return isinstance(obj, int) and not isinstance(obj, bool)
+
+
+def parameter_names(fn) -> list[str]:
+    """``fn``'s positional parameter names (the harness's ``reference``: how derived inputs
+    name its inputs); ``[]`` when it has no signature."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in params if p.kind in kinds]
 
 
 def input_names(inputs: tuple, names: list[str] | None) -> list[str]:
@@ -103,6 +116,7 @@ def describe(inputs: tuple, names: list[str], sym: dict, to: int) -> dict:
             shape = _new_shape(tuple(int(s) for s in value.shape), i, sym["dims"], to)
             changed.append(f"{names[i]}: {_dims_text(shape)}")
     return {
+        "kind": "shape",
         "name": f"{names[first_input]}[{first_dim}] {sym['length']}→{to}",
         "symbol": sym["symbol"],
         "from": sym["length"],
@@ -175,7 +189,8 @@ def checked(desc, n_inputs: int) -> dict | None:
     )
     if not ok:
         return None
-    out = {k: str(desc.get(k) or "")[:_MAX_NAME] for k in ("name", "symbol", "inputs")}
+    out = {"kind": "shape"}
+    out.update({k: str(desc.get(k) or "")[:_MAX_NAME] for k in ("name", "symbol", "inputs")})
     out.update({"from": frm, "to": to, "dims": [list(d) for d in dims]})
     for key in ("seed", "shape"):
         if key in desc:

@@ -1,26 +1,34 @@
-"""The judge's derived-shape checks (issue 22): correctness checks, never timed.
+"""The judge's derived-input checks (issues 22 and 29): correctness checks, never timed.
 
-Two modes, by the request's ``derived_shapes``:
+Two modes, by the request's ``derived_inputs``:
 
 - **None** (the baseline's evaluation, and ``accelopt profile``): :func:`find_usable` asks the
-  reference process for the derived shapes of the first correctness seed's inputs
-  (:mod:`.derived`, of the first ``BENCH["shapes"]`` entry when there are several), then, for
-  each one, the reference on it and the evaluated code's output. A derived shape is **used**
-  when the reference runs on it and the evaluated code (the baseline: the oracle of what the
-  kernel is meant to support) is correct on it; otherwise it is **skipped**, with the reason
-  (the reference raises, the baseline is wrong on it or fails on it). Nothing here fails the
-  evaluation: a baseline written for one shape keeps working.
+  reference process for the derived inputs of the first correctness seed's inputs
+  (:mod:`.derived_inputs`: shapes, values and layouts combined into slots; of the first
+  ``BENCH["shapes"]`` entry when there are several), gives each slot one of the other
+  correctness seeds to be made from (:func:`slot_seeds`), then, for each one, the reference on
+  it and the evaluated code's output. A derived input is **used** when the reference runs on it
+  (and stays finite where it changes values) and the evaluated code (the baseline: the oracle
+  of what the kernel is meant to support) is correct on it; a slot the baseline is not correct
+  on is split and its parts checked one by one; what is left is **skipped**, with the reason
+  (the reference raises or overflows, the baseline is wrong on it or fails on it). Nothing
+  here fails the evaluation: a baseline written for one shape or one value range keeps working.
 - **a list** (a candidate's evaluation: the baseline's ``used`` list, copied by the host):
   :func:`check_listed` checks the candidate on exactly these; a candidate wrong on one is
-  ``incorrect`` with the message ``wrong on derived shape x[1] 64→63 (x: 16×63): <compare's
-  message>``; a crash, a rejection or a timeout there keeps its status and names the shape.
+  ``incorrect`` with the message ``wrong on derived input x + 512 (offset) (x: 16×64):
+  <compare's message>`` (``derived shape`` for a shape alone, as in issue 22); a crash, a
+  rejection or a timeout there keeps its status and names the derived input. The candidate's
+  plain correctness check then skips the seeds its derived inputs are made from, but the first
+  (:func:`derived_seeds`): each seed is checked once, plain or derived, and the derived inputs
+  cost about the seeds they replace.
 
-Both return ``metrics["derived_shapes"]``: ``{"used": [descriptor, ...], "skipped": [{"name",
-"why"}, ...]}`` (descriptors of :mod:`.derived`, with the ``seed`` and ``shape`` they were made
-from); the backend adds ``"seconds"``, their wall time on the judge's clock (the cost
-``benchmarks/derived_shapes.py`` measures). The checking itself is the backend's
-(``check(case, where)``, which raises :class:`~..runtime.failures.Failure`); the reference's side is :class:`.judge.referee.Reference`'s
-``derived_plan`` / ``derived_case``. Standard library only.
+Both return ``metrics["derived_inputs"]``: ``{"used": [descriptor, ...], "skipped": [{"name",
+"why"}, ...]}`` (descriptors of :mod:`.derived_inputs`, with the ``seed`` and ``shape`` they
+were made from); the backend adds ``"seconds"``, their wall time on the judge's clock (the cost
+``benchmarks/derived_shapes.py`` measures). The checking itself is the backend's (``check(case,
+where)``, which raises :class:`~..runtime.failures.Failure`); the reference's side is
+:class:`.judge.referee.Reference`'s ``derived_plan`` / ``derived_case`` (the NKI evaluation
+has its own, in process). Standard library only.
 """
 
 from __future__ import annotations
@@ -28,24 +36,29 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..runtime.failures import Failure
-from . import derived
+from . import derived_inputs
 
+#: ``EvalResult.rule`` of a candidate wrong on a derived input (status ``incorrect``): the
+#: search remembers it as a negative experience with the judge's message (issue 29).
+DERIVED_RULE = "wrong on derived input"
 #: Longest reason kept in ``skipped``.
 _MAX_WHY = 400
 
 
 class Unusable(Exception):
-    """The reference process could not make a derived shape's case (its reference raises on
-    it, or the derivation does not apply to the inputs): the shape is skipped with this
+    """The reference process could not make a derived input's case (its reference raises or
+    overflows on it, or the derivation does not apply to the inputs): it is skipped with this
     reason."""
 
 
 def clean_plan(plan) -> dict:
-    """The reference process's plan (:func:`.derived.plan`) as data: descriptors through
-    :func:`.derived.checked` (malformed ones dropped), skip entries as short strings."""
+    """The reference process's plan (:func:`.derived_inputs.plan`) as data: descriptors
+    through :func:`.derived_inputs.checked` (malformed ones dropped), skip entries as short
+    strings."""
     plan = plan if isinstance(plan, dict) else {}
     raw = plan.get("derived") if isinstance(plan.get("derived"), list) else []
-    found = [d for d in (derived.checked(r, 1 << 16) for r in raw[:64]) if d is not None]
+    limit = derived_inputs.MAX_DESCRIPTORS
+    found = [d for d in (derived_inputs.checked(r, 1 << 16) for r in raw[:limit]) if d]
     skipped = plan.get("skipped") if isinstance(plan.get("skipped"), list) else []
     return {
         "derived": found,
@@ -57,8 +70,20 @@ def clean_plan(plan) -> dict:
     }
 
 
+def overflow(out, base_nonfinite: Callable[[], int]) -> str | None:
+    """Why a reference's outputs ``out`` on derived values are unusable (issue 29): NaN/Inf
+    where the reference on the seed's own inputs has none (``base_nonfinite()``: its count,
+    computed only when ``out`` has any); None when they are usable."""
+    from .compare import nonfinite
+
+    bad, total = nonfinite(out)
+    if not bad or base_nonfinite():
+        return None
+    return f"the reference is not finite on it ({bad} of {total} output values NaN or Inf)"
+
+
 def _where(desc: dict) -> str:
-    return f"derived shape {derived.label(desc)}"
+    return f"{derived_inputs.what(desc)} {derived_inputs.label(desc)}"
 
 
 def _skip(desc: dict, why: str) -> dict:
@@ -82,67 +107,186 @@ def _run_case(ref, desc: dict, check: Callable, torch) -> None:
         ref.discard(p_in)
 
 
-def find_usable(ref, check: Callable, torch, seed: int, shape: dict | None) -> dict:
-    """Baseline mode (module docstring): the derived shapes of ``seed``'s inputs (of
-    ``shape``, a ``BENCH["shapes"]`` entry, or None), each checked once on the evaluated code;
-    returns ``{"used": [...], "skipped": [...]}``. Never raises Failure: a harness error while
-    deriving skips everything with its message; a crash or hang of the evaluated code skips
-    that shape and the ones after it."""
+def _baseline_on(ref, desc: dict, check: Callable, torch) -> tuple[str, bool] | None:
+    """None when the evaluated code is correct on ``desc``; else ``(why, dead)``: why it is
+    not used, and whether the evaluated code's process is gone (:func:`_dead`)."""
+    try:
+        _run_case(ref, desc, check, torch)
+    except Unusable as exc:
+        return f"the reference cannot run on it: {exc}", False
+    except Failure as failure:
+        status, message = failure.result.get("status"), failure.result.get("message") or ""
+        what = "is wrong on it" if status == "incorrect" else f"fails on it ({status})"
+        return f"the baseline {what}: {message}", _dead(failure)
+    return None
+
+
+def slot_seeds(seeds: list[int], count: int) -> list[int]:
+    """The seed each of ``count`` slots is made from: the correctness seeds after the first,
+    in turn (``[1, 2, 3, 4, 5]``, 6 slots: ``[2, 3, 4, 5, 2, 3]``), so that a candidate's
+    checks of those seeds are the derived inputs (:func:`derived_seeds`); the first seed
+    alone when there is only one."""
+    rest = list(seeds[1:]) or list(seeds[:1]) or [1]
+    return [rest[k % len(rest)] for k in range(count)]
+
+
+def derived_seeds(listed, shape: dict | None) -> set[int]:
+    """The seeds a candidate's derived inputs ``listed`` (the request's list) are made from,
+    on ``shape``: its plain correctness check skips them, except the first seed (they are
+    checked there as derived inputs: the "fewer seeds" of issue 29)."""
+    if not isinstance(listed, list):
+        return set()
+    return {
+        d["seed"]
+        for d in listed
+        if isinstance(d, dict) and type(d.get("seed")) is int and d.get("shape") == shape
+    }
+
+
+def find_usable(ref, check: Callable, torch, seeds: list[int], shape: dict | None) -> dict:
+    """Baseline mode (module docstring): the derived inputs planned from the first seed's
+    inputs (of ``shape``, a ``BENCH["shapes"]`` entry, or None), checked on the evaluated code
+    in three phases (:class:`_Finder`): slots of a shape and a value part (split into their
+    parts when the code is not correct on one), then each layout alone, last (a baseline that
+    assumes a contiguous output writes past it on a padded input: an interpreter's heap can be
+    corrupted, so nothing else is checked after it), then each usable layout merged into a used
+    slot (kept apart when that fails). Returns ``{"used": [...], "skipped": [...]}``. Never
+    raises Failure: a harness error while deriving skips everything with its message; a crash
+    or hang of the evaluated code skips the derived input it happened on and the ones after."""
+    seed = seeds[0] if seeds else 1
     try:
         plan = ref.derived_plan(seed, shape)
     except (Failure, Unusable) as exc:
         why = exc.result.get("message") if isinstance(exc, Failure) else str(exc)
         return {"used": [], "skipped": [{"name": "all inputs", "why": f"not derived: {why}"}]}
-    used: list[dict] = []
-    skipped: list[dict] = list(plan["skipped"])
-    todo = [dict(desc, seed=seed, shape=shape) for desc in plan["derived"]]
-    for k, desc in enumerate(todo):
-        try:
-            _run_case(ref, desc, check, torch)
-        except Unusable as exc:
-            skipped.append(_skip(desc, f"the reference cannot run on it: {exc}"))
-            continue
-        except Failure as failure:
-            status, message = failure.result.get("status"), failure.result.get("message") or ""
-            what = "is wrong on it" if status == "incorrect" else f"fails on it ({status})"
-            skipped.append(_skip(desc, f"the baseline {what}: {message}"))
-            if _dead(failure):
-                why = "not checked: the baseline's process ended on an earlier derived shape"
-                skipped.extend(_skip(rest, why) for rest in todo[k + 1 :])
+    finder = _Finder(ref, check, torch, shape, list(plan["skipped"]))
+    by_kind = {k: [p for p in plan["derived"] if derived_inputs.kind(p) == k] for k in _KINDS}
+    slots = derived_inputs.combine(by_kind["shape"], by_kind["values"], [])
+    seeds_of = iter(slot_seeds(list(seeds) or [1], len(slots) + len(by_kind["layout"])))
+    finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in slots])
+    layouts = finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in by_kind["layout"]])
+    finder.merge(layouts)
+    return {"used": finder.used, "skipped": finder.skipped}
+
+
+_KINDS = ("shape", "values", "layout")
+_ENDED = "not checked: the baseline's process ended on an earlier derived input"
+
+
+class _Finder:
+    """The usable derived inputs of a baseline, found one checked call at a time; stops for
+    good once the evaluated code's process is gone (:attr:`dead`)."""
+
+    def __init__(self, ref, check: Callable, torch, shape, skipped: list[dict]) -> None:
+        self.ref, self.check, self.torch, self.shape = ref, check, torch, shape
+        self.used: list[dict] = []
+        self.skipped = skipped
+        self.dead = False
+
+    def _on(self, desc: dict) -> str | None:
+        """None when the code is correct on ``desc``; else why not (and :attr:`dead` set when
+        its process is gone)."""
+        found = _baseline_on(self.ref, desc, self.check, self.torch)
+        if found is None:
+            return None
+        self.dead = found[1]
+        return found[0]
+
+    def run(self, todo: list[dict]) -> list[dict]:
+        """Check each of ``todo`` (a slot is split when it fails); add the usable ones to
+        :attr:`used` and return them."""
+        found: list[dict] = []
+        for k, desc in enumerate(todo):
+            if self.dead:
+                self.skipped.extend(_skip(other, _ENDED) for other in todo[k:])
                 break
-            continue
-        used.append(desc)
-    return {"used": used, "skipped": skipped}
+            why = self._on(desc)
+            if why is None:
+                found.append(desc)
+            elif derived_inputs.kind(desc) == "combined" and not self.dead:
+                found += self._split(desc)
+            else:
+                self.skipped.append(_skip(desc, why))
+        self.used += found
+        return found
+
+    def _split(self, slot: dict) -> list[dict]:
+        """A slot the code is not correct on, part by part: the usable parts, combined again
+        into one slot when the code is correct on that too (one checked call for every
+        candidate instead of one per part)."""
+        extra = {"seed": slot.get("seed"), "shape": slot.get("shape")}
+        good: list[dict] = []
+        for part in slot["parts"]:
+            if self.dead:
+                self.skipped.append(_skip(part, _ENDED))
+                continue
+            why = self._on(dict(part, **extra))
+            if why is None:
+                good.append(part)
+            else:
+                self.skipped.append(_skip(part, why))
+        if len(good) > 1 and not self.dead:
+            again = dict(derived_inputs.combined(good), **extra)
+            if self._on(again) is None:
+                return [again]
+        return [dict(p, **extra) for p in good]
+
+    def merge(self, layouts: list[dict]) -> None:
+        """Merge each usable layout into a used slot without one (the merged slot checked on
+        the code first; where it is not correct there, or the process is gone, the layout and
+        the slot stay apart, both usable as they were checked)."""
+        for lay in layouts:
+            target = next((d for d in self.used if not _has_layout(d)), None)
+            if target is None or self.dead:
+                return
+            parts = [_part(p) for p in derived_inputs.parts(target)] + [_part(lay)]
+            merged = dict(derived_inputs.combined(parts), seed=target["seed"], shape=self.shape)
+            if self._on(merged) is None:
+                self.used[self.used.index(target)] = merged
+                self.used.remove(lay)
+
+
+def _part(desc: dict) -> dict:
+    """``desc`` without the ``seed`` and ``shape`` a slot carries for all its parts."""
+    return {k: v for k, v in desc.items() if k not in ("seed", "shape")}
+
+
+def _has_layout(desc: dict) -> bool:
+    return any(derived_inputs.kind(p) == "layout" for p in derived_inputs.parts(desc))
 
 
 def _named(failure: Failure, desc: dict) -> Failure:
-    """``failure`` with its message naming the derived shape: ``wrong on derived shape ...:
-    <compare's message>`` for ``incorrect``, ``<message> (on derived shape ...)`` otherwise."""
+    """``failure`` with its message naming the derived input: ``wrong on derived input ...:
+    <compare's message>`` for ``incorrect``, ``<message> (on derived input ...)`` otherwise
+    (``derived shape`` for a shape alone)."""
     result = dict(failure.result)
+    if result.get("derived_input"):
+        return failure  # named already, after a part (:func:`_which_part`)
     where = _where(desc)
     message = str(result.get("message") or "")
     if result.get("status") == "incorrect":
         body = message[len(where) + 2 :] if message.startswith(f"{where}: ") else message
         result["message"] = f"wrong on {where}: {body}"
+        result["rule"] = DERIVED_RULE
     elif where not in message:
         result["message"] = f"{message} (on {where})" if message else f"failed on {where}"
-    result["derived_shape"] = where  # a death's message is the supervisor's: it appends this
+    result["derived_input"] = where  # a death's message is the supervisor's: it appends this
     return Failure(result)
 
 
 def check_listed(ref, check: Callable, torch, listed: list, n_inputs: int | None = None) -> dict:
     """Candidate mode (module docstring): check the candidate on every descriptor of
-    ``listed`` (the request's ``derived_shapes``); returns ``{"used", "skipped"}`` (skipped:
-    malformed descriptors, shapes whose reference cannot run). Raises Failure naming the
-    derived shape when the candidate fails on one. ``n_inputs``: how many inputs the harness
-    makes (bounds the descriptors' input indices; None: not checked here)."""
+    ``listed`` (the request's ``derived_inputs``); returns ``{"used", "skipped"}`` (skipped:
+    malformed descriptors, derived inputs whose reference cannot run). Raises Failure naming
+    the derived input when the candidate fails on one. ``n_inputs``: how many inputs the
+    harness makes (bounds the descriptors' input indices; None: not checked here)."""
     used: list[dict] = []
     skipped: list[dict] = []
     for raw in listed:
-        desc = derived.checked(raw, n_inputs if n_inputs is not None else 1 << 16)
+        desc = derived_inputs.checked(raw, n_inputs if n_inputs is not None else 1 << 16)
         if desc is None:
             name = str(raw.get("name")) if isinstance(raw, dict) else str(raw)[:80]
-            skipped.append({"name": name, "why": "malformed derived-shape descriptor"})
+            skipped.append({"name": name, "why": "malformed derived-input descriptor"})
             continue
         try:
             _run_case(ref, desc, check, torch)
@@ -150,6 +294,26 @@ def check_listed(ref, check: Callable, torch, listed: list, n_inputs: int | None
             skipped.append(_skip(desc, f"the reference cannot run on it: {exc}"))
             continue
         except Failure as failure:
-            raise _named(failure, desc) from None
+            raise _named(_which_part(ref, desc, check, torch, failure), desc) from None
         used.append(desc)
     return {"used": used, "skipped": skipped}
+
+
+def _which_part(ref, slot: dict, check: Callable, torch, failure: Failure) -> Failure:
+    """The failure of the candidate on a slot, narrowed to the first of its parts it is also
+    wrong on alone (``wrong on derived input x row-padded ...``, not the whole slot), so the
+    message and the memory name the cause; ``failure`` itself when the slot is a single part,
+    the candidate's process is gone, or no part fails alone. Costs the failing candidate at
+    most one more call per part."""
+    if derived_inputs.kind(slot) != "combined" or _dead(failure):
+        return failure
+    extra = {"seed": slot.get("seed"), "shape": slot.get("shape")}
+    for part in slot["parts"]:
+        desc = dict(part, **extra)
+        try:
+            _run_case(ref, desc, check, torch)
+        except Unusable:
+            continue
+        except Failure as alone:
+            return _named(alone, desc)
+    return failure

@@ -24,13 +24,14 @@ Messages (judge -> reference process, one JSON line each; answers below):
 - ``{"op": "expected", "seeds": [...], "paths": [...]}``: the reference of inputs made earlier;
 - ``{"op": "work", "seed": s}``: ``BENCH["flops"]`` / ``BENCH["bytes"]`` of that seed's inputs,
   answer ``{"work": {"flops": F, "bytes": B}, "warnings": [...]}``;
-- ``{"op": "derived_plan", "seed": s}``: the derived shapes of that seed's inputs (issue 22,
-  :func:`.derived.plan`, inputs named by ``reference``'s parameters), answer ``{"plan":
-  {"derived": [...], "skipped": [...]}}``;
+- ``{"op": "derived_plan", "seed": s}``: the derived inputs of that seed's inputs (issues 22
+  and 29, :func:`.derived_inputs.plan`, inputs named by ``reference``'s parameters), answer
+  ``{"plan": {"derived": [...], "skipped": [...]}}``;
 - ``{"op": "derived", "seed": s, "derive": descriptor, "inputs": path, "expected": path}``: the
-  inputs of that derived shape (:func:`.derived.apply`) and ``reference`` on a copy, as
-  ``cases``; answer ``{"done": true, "skip": why}`` instead when the derivation does not apply or
-  the reference raises on them (the shape is then not used, never a failure);
+  inputs of that derived input (:func:`.derived_inputs.apply`) and ``reference`` on a copy, as
+  ``cases``; answer ``{"done": true, "skip": why}`` instead when the derivation does not apply,
+  the reference raises on them, or it changes values and the reference overflows (the derived
+  input is then not used, never a failure);
 - ``{"op": "exit"}``.
 
 Every request may carry ``"shape": {...}``: the inputs are then ``get_inputs(seed, device,
@@ -76,6 +77,7 @@ class _Referee:
         self.grad_inputs: list[int] = []
         self.inputs: dict[tuple, tuple] = {}
         self.digests: dict[str, str] = {}
+        self.base_nonfinite: dict[tuple, int] = {}  # NaN/Inf of the reference, by seed, shape
 
     def sync(self) -> None:
         if self.use_cuda:
@@ -182,41 +184,55 @@ class _Referee:
         self.sync()
         return out
 
-    def _names(self) -> list[str]:
-        """``reference``'s positional parameter names (``[]`` when it has no signature)."""
-        import inspect
-
-        try:
-            params = inspect.signature(self.harness.reference).parameters.values()
-        except (TypeError, ValueError):
-            return []
-        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        return [p.name for p in params if p.kind in kinds]
-
     def derived_plan(self, msg: dict) -> dict:
-        """The derived shapes of the inputs of ``msg["seed"]`` (:func:`.derived.plan`)."""
-        from .derived import plan
+        """The derived inputs of the inputs of ``msg["seed"]`` (:func:`.derived_inputs.plan`:
+        shapes, values bounded by ``BENCH["values"]``, layouts)."""
+        from .derived import parameter_names
+        from .derived_inputs import plan
 
         inputs = self._make(int(msg["seed"]), msg.get("shape"))
-        return {"plan": plan(inputs, self._names())}
+        names = parameter_names(self.harness.reference)
+        values = self.harness.bench.get("values")
+        return {"plan": plan(inputs, names, values=values, torch=self.torch)}
 
     def derived(self, msg: dict) -> dict:
-        """The inputs and reference of one derived shape, or ``skip`` with the reason."""
-        from .derived import apply
+        """The inputs and reference of one derived input, or ``skip`` with the reason (the
+        derivation does not apply, the reference raises on it, or it changes values and the
+        reference is not finite where it is on the seed's own inputs)."""
+        from .derived_inputs import apply, has_values
 
-        seed = int(msg["seed"])
+        seed, shape = int(msg["seed"]), msg.get("shape")
         try:
-            inputs = apply(self._make(seed, msg.get("shape")), msg["derive"], self.torch)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            inputs = apply(self._make(seed, shape), msg["derive"], self.torch)
+        except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as exc:
             return {**self._answer(), "skip": f"the derivation does not apply: {short(exc)}"}
         self.sync()
         try:
             out = self._reference_on(inputs, seed)
         except Exception as exc:  # noqa: BLE001 - the harness's reference: a reason, not a failure
             return {**self._answer(), "skip": f"the reference raises on it: {short(exc)}"}
+        if has_values(msg["derive"]):
+            why = self._overflow(out, seed, shape)
+            if why:
+                return {**self._answer(), "skip": why}
         self._save(msg["inputs"], inputs)
         self._save(msg["expected"], out)
         return self._answer()
+
+    def _overflow(self, out, seed: int, shape: dict | None) -> str | None:
+        """:func:`.derived_checks.overflow` of ``out``, the reference on the seed's own inputs
+        computed once per seed and shape."""
+        from .compare import nonfinite
+        from .derived_checks import overflow
+
+        key = (seed, json.dumps(shape, sort_keys=True))
+
+        def base() -> int:
+            if key not in self.base_nonfinite:
+                self.base_nonfinite[key] = nonfinite(self._reference(seed, shape, seed))[0]
+            return self.base_nonfinite[key]
+
+        return overflow(out, base)
 
     def expected(self, msg: dict) -> dict:
         for seed, path in zip(msg["seeds"], msg["paths"], strict=True):
@@ -400,25 +416,25 @@ class Reference:
         return [self._read(p, torch) for p in paths]
 
     def derived_plan(self, seed: int, shape: dict | None) -> dict:
-        """The derived shapes of ``seed``'s inputs (of ``BENCH["shapes"]`` entry ``shape``):
+        """The derived inputs of ``seed``'s inputs (of ``BENCH["shapes"]`` entry ``shape``):
         ``{"derived": [descriptor, ...], "skipped": [{"name", "why"}, ...]}``, each entry
         checked (the process runs the user's code: its answer is data). Raises Failure (the
         harness's runtime_error, or the process's death)."""
         from .derived_checks import clean_plan
 
-        self.peer.doing = f"deriving shapes from the inputs of seed {seed} (get_inputs)"
+        self.peer.doing = f"deriving inputs from the inputs of seed {seed} (get_inputs)"
         msg = {"op": "derived_plan", "seed": seed, **({"shape": shape} if shape else {})}
         return clean_plan(self.peer.ask(msg, "plan").get("plan"))
 
     def derived_case(self, seed: int, shape: dict | None, desc: dict, torch):
-        """``(inputs file, inputs, reference outputs)`` of the derived shape ``desc`` of
+        """``(inputs file, inputs, reference outputs)`` of the derived input ``desc`` of
         ``seed``'s inputs, as :meth:`case`. Raises :class:`.derived_checks.Unusable` when the
         derivation does not apply or the reference raises (or dies, or hangs) on it."""
         from ..runtime.failures import Failure
         from .derived_checks import Unusable
 
         p_in, p_ref = self.peer.path("inputs"), self.peer.path("expected")
-        self.peer.doing = f"making the derived shape {desc.get('name')} (get_inputs, reference)"
+        self.peer.doing = f"making the derived input {desc.get('name')} (get_inputs, reference)"
         msg = {"op": "derived", "seed": seed, "derive": desc, "inputs": p_in, "expected": p_ref}
         if shape:
             msg["shape"] = shape

@@ -1,5 +1,6 @@
 """The NKI evaluation of one candidate, in the child process (the static gate ran before, in
-:mod:`.process.child`): NumPy inputs, correctness on every seed, then timing.
+:mod:`.process.child`): NumPy inputs, correctness on every seed and on the derived values
+(:mod:`.nki.derived`, issue 29), then timing.
 
 Two ways to run, chosen by :func:`.runtime.stacks.run_mode`:
 
@@ -20,6 +21,7 @@ import sys
 import tempfile
 
 from ..gate.launcher import launcher_closure, launches
+from ..judge import derived_checks
 from ..judge.compare import clone, compare, correct_on_seeds, incorrect, mutated_input
 from ..judge.roofline import plausibility
 from ..judge.timing import interpreter_times
@@ -28,6 +30,7 @@ from ..runtime import stacks as nki_sdk
 from ..runtime.device import limit_memory, versions
 from ..runtime.failures import Failure, classify, short
 from ..runtime.loading import Harness, load_candidate, load_harness, project_of
+from . import derived as nki_derived
 from . import profile as nki_profile
 
 _SIMULATED_NOTE = "; NKI simulator on CPU: latency says nothing about Trainium speed"
@@ -127,9 +130,12 @@ def _check_seed(req: dict, ctx: dict, harness: Harness, call, seed: int, errors:
 
 
 def _check_correctness(req: dict, ctx: dict, harness: Harness, call) -> dict:
-    """An ``ok`` (untimed) result when the call is correct on every seed, else raises."""
+    """An ``ok`` (untimed) result when the call is correct on every seed (the seeds of a
+    candidate's derived inputs are checked as those, :mod:`.nki.derived`), else raises."""
     return correct_on_seeds(
-        req, lambda seed, errors: _check_seed(req, ctx, harness, call, seed, errors)
+        req,
+        lambda seed, errors: _check_seed(req, ctx, harness, call, seed, errors),
+        derived_checks.derived_seeds(req.get("derived_inputs"), None),
     )
 
 
@@ -208,6 +214,8 @@ def evaluate(req: dict, ctx: dict) -> dict:
         harness, cand, entry = _load(req, ctx)
         call = _caller(mode, sdk["api"], req, ctx, cand, entry)
         result = dict(_check_correctness(req, ctx, harness, call), **env)
+        fail = lambda why, errors: _incorrect(req, ctx, why, errors)  # noqa: E731
+        nki_derived.check(req, ctx, harness, call, result, fail)  # issue 29: derived values
         if req.get("timing") == "none":
             return result
         inputs = _time(mode, sdk["api"], req, ctx, (harness, cand, call), result)

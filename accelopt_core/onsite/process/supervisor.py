@@ -216,8 +216,8 @@ def _verdict(child: _Child, timeout_s: float, source_name: str) -> dict:
         result = _death(child.status, stderr, source_name)
     elif isinstance(result.get("candidate_status"), int):  # the judge saw its candidate die
         result.update(_death(result.pop("candidate_status"), stderr, source_name))
-        if isinstance(result.get("derived_shape"), str):  # issue 22: where it died
-            result["message"] += f" (on {result['derived_shape']})"
+        if isinstance(result.get("derived_input"), str):  # issue 22: where it died
+            result["message"] += f" (on {result['derived_input']})"
     if child.out_total:
         result.setdefault("warnings", [])
         result["warnings"].append(

@@ -164,7 +164,7 @@ def _check_call(
 ):
     """One checked call of the candidate on ``case`` (``(seed, inputs file, inputs,
     expected)``), with autotune config ``config`` (``(index, count)``) pinned when given.
-    ``where``: how messages name a derived shape's case (issue 22; its call times and kernel
+    ``where``: how messages name a derived input's case (issues 22, 29; its call times and kernel
     profile are not kept). Returns the candidate's answer; raises Failure as
     :func:`_check_seed`."""
     seed, p_in, inputs, expected = case
@@ -259,6 +259,7 @@ def _run(
     _init_device(stack, ctx)
     _loaded(cand)
     first = (req.get("seeds") or [1])[0]
+    listed = req.get("derived_inputs")
     results = []
     for shape in ref.shapes or [None]:
         ref.shape = shape
@@ -266,6 +267,7 @@ def _run(
             correct_on_seeds(
                 req,
                 lambda seed, errors: _check_seed(seed, ref, cand, stack, errors, seed == first),
+                derived_checks.derived_seeds(listed, shape),
             )
         )
     result = add_sizes(shapes.merge_checks(results, ref.shapes), ref.sizes)
@@ -274,22 +276,22 @@ def _run(
     if ref.backward:
         result["message"] += " (forward + backward: input gradients checked and timed)"
     result.update(stack.env)
-    listed = req.get("derived_shapes")
     check = _derived_check(ref, cand, stack)
     t0 = time.perf_counter()
-    if isinstance(listed, list):  # a candidate: the baseline's usable derived shapes, untimed
+    if isinstance(listed, list):  # a candidate: the baseline's usable derived inputs, untimed
         found = derived_checks.check_listed(ref, check, stack.torch, listed)
         found["seconds"] = round(time.perf_counter() - t0, 3)  # their cost, the judge's clock
-        result.setdefault("metrics", {})["derived_shapes"] = found
+        result.setdefault("metrics", {})["derived_inputs"] = found
     if stage is not None:  # the compile stage is done before the timed calls (issue 21)
         stage.settle(ctx["deadline"])
     result = _timed(req, stack, ref, cand, result)
     if not isinstance(listed, list) and result.get("status") == "ok":  # the baseline: find them
         t0 = time.perf_counter()
         shape = (ref.shapes or [None])[0]
-        found = derived_checks.find_usable(ref, check, stack.torch, first, shape)
+        seeds = list(req.get("seeds") or [1])
+        found = derived_checks.find_usable(ref, check, stack.torch, seeds, shape)
         found["seconds"] = round(time.perf_counter() - t0, 3)
-        result.setdefault("metrics", {})["derived_shapes"] = found
+        result.setdefault("metrics", {})["derived_inputs"] = found
     return result
 
 
@@ -304,7 +306,7 @@ def _timed(req: dict, stack: Stack, ref: Reference, cand: Candidate, result: dic
     return shapes.time_shapes(req, stack, ref, cand, result)
 
 
-#: Shortest wait for the candidate's answer on one derived shape, s (a GPU may compile a new
+#: Shortest wait for the candidate's answer on one derived input, s (a GPU may compile a new
 #: specialization first); longer when its correctness calls were slow (x :data:`_DERIVED_SLACK`).
 _DERIVED_WAIT_S = 30.0
 _DERIVED_SLACK = 20.0
@@ -314,7 +316,7 @@ def _derived_check(ref: Reference, cand: Candidate, stack: Stack):
     """``check(case, where)`` for :mod:`.judge.derived_checks`: one checked call on a derived
     shape's case, its answer awaited at most ``max(30 s, 20 x the slowest correctness call)``;
     past that the candidate process is killed and the check raises a ``timeout`` Failure
-    naming the shape (a baseline that hangs on a derived shape keeps its result)."""
+    naming the derived input (a baseline that hangs on one keeps its result)."""
 
     def check(case, where: str) -> None:
         bound = max(_DERIVED_WAIT_S, _DERIVED_SLACK * max(cand.wall_call_ms or [0.0]) / 1000.0)

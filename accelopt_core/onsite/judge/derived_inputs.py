@@ -1,0 +1,211 @@
+"""Derived inputs (issues 22 and 29): shapes, values and layouts made from the harness's own
+inputs, checked in as few calls as the baseline allows.
+
+:mod:`.derived` derives shapes (one size symbol at a time), :mod:`.derived_values` values and
+layouts. Each is one **part**. Checking each part alone would cost one interpreted call per
+part (softmax: 4 shapes + 4 values + 2 layouts), so parts are packed into **slots**
+(:func:`combine`), one checked call each, of at most one shape, one value part and one layout
+(softmax: 4 slots). A candidate wrong on any part of a slot is wrong on the slot. Which parts
+share a slot, and which seed a slot is made from, is the judge's business
+(:func:`.derived_checks.find_usable`): it keeps only slots and parts the baseline is correct
+on.
+
+A descriptor is a part (``kind`` ``shape``, ``values`` or ``layout``) or a slot::
+
+    {"kind": "combined", "name": "x[0] 16→15, x × 250 (large), x row-padded",
+     "inputs": "x: 15×64", "parts": [part, ...]}
+
+Parts apply in order: the shape first (it makes contiguous copies), then values, then the
+layout. Standard library at module level.
+"""
+
+from __future__ import annotations
+
+from . import derived, derived_values
+
+#: Most parts in one slot (a shape, a value part, a layout), and most slots, accepted from a
+#: request.
+MAX_PARTS = 3
+#: Most slots derived per harness (checked calls per candidate); the value parts and layouts
+#: past it are skipped with a reason. Eight holds a two-input kernel's 4 + 4 value parts.
+MAX_SLOTS = 8
+#: The order of the value parts of the inputs after the first floating one (the data): the
+#: kinds that catch most first, so that :data:`MAX_SLOTS` cuts the least telling ones.
+_LATER_ORDER = ("large", "offset", "tiny", "outliers")
+MAX_DESCRIPTORS = 64
+
+
+def kind(desc: dict) -> str:
+    """A descriptor's kind; descriptors before issue 29 carry none and are shapes."""
+    return str(desc.get("kind") or "shape")
+
+
+def parts(desc: dict) -> list[dict]:
+    """The parts of a descriptor: its ``parts``, or itself."""
+    return list(desc["parts"]) if kind(desc) == "combined" else [desc]
+
+
+def plan(inputs: tuple, names: list[str] | None, *, values=None, shapes: bool = True,
+         layouts: bool = True, torch=None) -> dict:  # fmt: skip
+    """Every part derived from ``inputs`` (one seed's ``get_inputs``), shapes, then values,
+    then layouts (the judge combines them into slots, :func:`combine`): ``{"derived": [part,
+    ...], "skipped": [{"name", "why"}, ...]}``. ``values`` is
+    ``BENCH["values"]``; ``shapes`` / ``layouts`` turn those kinds off (NKI kernels get values
+    only); ``torch`` is needed for layouts. Never raises for odd inputs."""
+    inputs = tuple(inputs)
+    names = derived.input_names(inputs, names)
+    if not any(derived_values.is_tensor(x) or derived_values.is_array(x) for x in inputs):
+        kinds = ", ".join(sorted({type(v).__name__ for v in inputs})) or "none"
+        why = f"the inputs ({kinds}) hold no tensor: no shape, value or layout to derive"
+        return {"derived": [], "skipped": [{"name": "all inputs", "why": why}]}
+    skipped: list[dict] = []
+    shape_parts: list[dict] = []
+    if shapes:
+        found = derived.plan(inputs, names)
+        shape_parts, skipped = found["derived"], list(found["skipped"])
+    value_parts, why = derived_values.plan_values(inputs, names, values)
+    skipped += why
+    layout_parts: list[dict] = []
+    if layouts and torch is not None:
+        layout_parts, why = derived_values.plan_layouts(inputs, names, torch)
+        skipped += why
+    value_parts, cut = _capped(_ordered(value_parts))
+    layout_parts, cut_layouts = _capped(layout_parts)
+    why = f"not derived: at most {MAX_SLOTS} derived inputs are checked per harness"
+    skipped += [{"name": p["name"], "why": why} for p in cut + cut_layouts]
+    return {"derived": shape_parts + value_parts + layout_parts, "skipped": skipped}
+
+
+def _ordered(value_parts: list[dict]) -> list[dict]:
+    """The first floating input's value parts, then the others' by :data:`_LATER_ORDER`
+    (``weight large, bias large, weight offset, ...``)."""
+    if not value_parts:
+        return []
+    first = value_parts[0]["input"]
+    rest = [p for p in value_parts if p["input"] != first]
+    rest.sort(key=lambda p: (_LATER_ORDER.index(p["op"]), p["input"]))
+    return [p for p in value_parts if p["input"] == first] + rest
+
+
+def _capped(found: list[dict]) -> tuple[list[dict], list[dict]]:
+    """``(the first MAX_SLOTS, the rest)``."""
+    return found[:MAX_SLOTS], found[MAX_SLOTS:]
+
+
+def combine(shape_parts: list[dict], value_parts: list[dict], layout_parts: list[dict]) -> list:
+    """Slots of at most one shape, one value part and one layout, in order (module
+    docstring); a slot of one part is that part. Value parts of two inputs never share a
+    slot: one input's large values would hide how another's offset is handled (a layer norm's
+    bias scaled up dwarfs its normalized term)."""
+    count = max(len(shape_parts), len(value_parts), len(layout_parts))
+    out = []
+    for k in range(count):
+        slot = [found[k] for found in (shape_parts, value_parts, layout_parts) if k < len(found)]
+        out.append(slot[0] if len(slot) == 1 else combined(slot))
+    return out
+
+
+def combined(slot: list[dict]) -> dict:
+    """The descriptor of a slot of several parts."""
+    shape = next((p for p in slot if kind(p) == "shape"), None)
+    shown = shape["inputs"] if shape else next((p.get("inputs") for p in slot), "")
+    return {
+        "kind": "combined",
+        "name": ", ".join(str(p["name"]) for p in slot),
+        "inputs": shown,
+        "parts": slot,
+    }
+
+
+def apply(inputs: tuple, desc: dict, torch) -> tuple:
+    """The inputs of descriptor ``desc``: its shape (:func:`.derived.apply`), then its values
+    (:func:`.derived_values.apply_values`), then its layout
+    (:func:`.derived_values.apply_layout`). Raises ValueError when a part does not fit the
+    inputs (the harness's inputs changed since the descriptor was made)."""
+    ordered = sorted(parts(desc), key=lambda p: ("shape", "values", "layout").index(kind(p)))
+    out = tuple(inputs)
+    for part in ordered:
+        if kind(part) == "shape":
+            out = derived.apply(out, part, torch)
+            continue
+        index = int(part["input"])
+        if index >= len(out):
+            raise ValueError(f"input #{index} does not exist ({len(out)} inputs)")
+        new = list(out)
+        if kind(part) == "values":
+            new[index] = derived_values.apply_values(out[index], part)
+        else:
+            new[index] = derived_values.apply_layout(out[index], part, torch)
+        out = tuple(new)
+    return out
+
+
+def has_values(desc: dict) -> bool:
+    """True when ``desc`` changes values (the reference must then stay finite on it)."""
+    return any(kind(p) == "values" for p in parts(desc))
+
+
+def shape_only(desc: dict) -> bool:
+    """True for a derived shape alone (messages then say "derived shape", as in issue 22)."""
+    return kind(desc) == "shape"
+
+
+def _checked_one(desc, n_inputs: int) -> dict | None:
+    if not isinstance(desc, dict):
+        return None
+    if kind(desc) == "shape":
+        found = derived.checked(desc, n_inputs)
+        return dict(found, kind="shape") if found else None
+    return derived_values.checked_part(desc, n_inputs)
+
+
+def checked(desc, n_inputs: int) -> dict | None:
+    """``desc`` (from a request: untrusted JSON) with every part's keys and types checked, or
+    None when it is malformed: an unknown kind, a part naming an input past ``n_inputs``, more
+    than one shape, value part or layout in a slot, more than :data:`MAX_PARTS` parts."""
+    if not isinstance(desc, dict):
+        return None
+    out = (
+        _checked_one(desc, n_inputs) if kind(desc) != "combined" else _checked_slot(desc, n_inputs)
+    )
+    if out is not None:
+        for key in ("seed", "shape"):
+            if key in desc:
+                out[key] = desc[key]
+    return out
+
+
+def _checked_slot(desc: dict, n_inputs: int) -> dict | None:
+    raw = desc.get("parts")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_PARTS:
+        return None
+    found = [_checked_one(p, n_inputs) for p in raw]
+    if any(p is None for p in found):
+        return None
+    kinds = [kind(p) for p in found]
+    value_inputs = [p["input"] for p in found if kind(p) == "values"]
+    if kinds.count("shape") > 1 or kinds.count("layout") > 1 or len(value_inputs) > 1:
+        return None
+    return combined(found)
+
+
+def label(desc: dict) -> str:
+    """``x[1] 64→63 (x: 16×63)``, ``x + 512 (offset) (x: 16×64)``: how messages name it."""
+    inputs = desc.get("inputs")
+    return f"{desc.get('name')} ({inputs})" if inputs else str(desc.get("name"))
+
+
+def what(desc: dict) -> str:
+    """``derived shape`` for a shape alone (issue 22's words), else ``derived input``."""
+    return "derived shape" if shape_only(desc) else "derived input"
+
+
+def kinds_count(descs: list) -> dict[str, int]:
+    """How many parts of each kind ``descs`` hold: ``{"shape": 4, "values": 4, "layout": 2}``."""
+    counts = {"shape": 0, "values": 0, "layout": 0}
+    for desc in descs:
+        if isinstance(desc, dict):
+            for part in parts(desc):
+                if isinstance(part, dict) and kind(part) in counts:
+                    counts[kind(part)] += 1
+    return counts

@@ -1,0 +1,172 @@
+"""Derived values and layouts in the judge (issue 29), through the real worker under the Triton
+interpreter (and the NKI simulator of the NKI test double, tests/doubles).
+
+The baseline's evaluation finds the derived inputs it is correct on; each rewrite of
+tests/values/kernels.py that is wrong on inputs users run (no max, an assumed stride, a one-pass
+variance, a dropped epsilon, fp16 accumulation) is correct on the harness's own seeds and
+``incorrect`` on the baseline's derived inputs, naming the one that shows it; the legitimate
+rewrites stay correct.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from accelopt_core.onsite.protocol import EvalRequest, EvalResult
+from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
+from tests.nki.conftest import double_env, run_nki
+from tests.values.kernels import (
+    LAYERNORM_FILE,
+    LEGITIMATE,
+    NASTY,
+    RMSNORM16_FILE,
+    SOFTMAX_FILE,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SEEDS = [1, 2, 3]
+
+
+def _run(candidate: str, harness: str, entry: str, **fields) -> EvalResult:
+    fields.setdefault("timing", "none")
+    req = EvalRequest(
+        candidate_source=candidate,
+        harness_source=harness,
+        entry=entry,
+        seeds=SEEDS,
+        rep_ms=5.0,
+        timeout_s=200.0,
+        source_name="k.py",
+        **fields,
+    )
+    proc = subprocess.run(
+        worker_argv(sys.executable), input=encode_stdin(req), capture_output=True, timeout=400
+    )
+    return decode_result(proc.stdout, proc.stderr, proc.returncode)
+
+
+#: A softmax harness whose reference refuses logits of magnitude 100 and more, and one whose
+#: BENCH bounds its input to [-20, 20].
+PICKY = SOFTMAX_FILE.replace(
+    "    return torch.softmax(x, dim=-1)",
+    '    assert x.abs().max() < 100, "logits stay under 100"\n    return torch.softmax(x, dim=-1)',
+)
+BOUNDED = SOFTMAX_FILE.replace(
+    '"atol": 1e-5}', '"atol": 1e-5, "values": {"x": (-20.0, 20.0)}}'
+)
+FILES = {
+    "softmax": (SOFTMAX_FILE, "softmax"),
+    "layer_norm": (LAYERNORM_FILE, "layer_norm"),
+    "rms_norm": (RMSNORM16_FILE, "rms_norm"),
+    "picky": (PICKY, "softmax"),
+    "bounded": (BOUNDED, "softmax"),
+}
+
+
+@pytest.fixture(scope="module")
+def baselines() -> dict[str, EvalResult]:
+    def one(name: str) -> tuple[str, EvalResult]:
+        source, entry = FILES[name]
+        return name, _run(source, source, entry)
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(one, FILES))
+
+
+def _found(result: EvalResult) -> dict:
+    assert result.ok, result.message
+    return result.metrics["derived_inputs"]
+
+
+def _parts(found: dict) -> list[dict]:
+    return [p for d in found["used"] for p in d.get("parts", [d])]
+
+
+def _used_for(baselines, original: str) -> list[dict]:
+    name = next(n for n, (source, _) in FILES.items() if source == original)
+    return _found(baselines[name])["used"]
+
+
+def test_softmax_baseline_uses_values_and_the_padded_layout(baselines) -> None:
+    found = _found(baselines["softmax"])
+    kinds = [p["kind"] for p in _parts(found)]
+    assert kinds.count("shape") == 4 and kinds.count("values") == 4 and kinds.count("layout") == 1
+    assert len(found["used"]) == 4  # four checked calls: one slot per shape
+    assert [d["seed"] for d in found["used"]] == [2, 3, 2, 3]  # the seeds after the first
+    # the baseline writes with unit column stride: column-major is not what it supports
+    (skip,) = found["skipped"]
+    assert skip["name"] == "x column-major"
+    assert skip["why"].startswith("the baseline is wrong on it: derived input x column-major")
+
+
+def test_a_reference_that_refuses_large_values_skips_them_with_its_reason(baselines) -> None:
+    found = _found(baselines["picky"])
+    why = {s["name"]: s["why"] for s in found["skipped"]}
+    large = next(n for n in why if n.endswith("(large)"))
+    assert "the reference raises on it" in why[large] and "logits stay under 100" in why[large]
+    assert any(p["op"] == "tiny" for p in _parts(found) if p["kind"] == "values")
+
+
+def test_bench_values_bounds_the_derivations(baselines) -> None:
+    found = _found(baselines["bounded"])
+    ops = [p["op"] for p in _parts(found) if p["kind"] == "values"]
+    assert ops == ["tiny"]
+    why = {s["name"]: s["why"] for s in found["skipped"]}
+    assert why["x large"] == 'leaves BENCH["values"] bounds [-20, 20]'
+
+
+@pytest.mark.parametrize(
+    ("name", "shows"),
+    [
+        ("no_max", "(large)"),
+        ("stride_assumed", "row-padded"),
+        ("one_pass_variance", "(offset)"),
+        ("dropped_eps", "(tiny)"),
+        ("fp16_accumulation", "(large)"),
+    ],
+)
+def test_each_numerics_shortcut_is_wrong_on_the_derived_input_that_shows_it(
+    baselines, name: str, shows: str
+) -> None:
+    candidate, original, entry = NASTY[name]
+    plain = _run(candidate, original, entry, derived_inputs=[])
+    assert plain.ok, f"{name} should pass the harness's own seeds: {plain.message}"
+    result = _run(candidate, original, entry, derived_inputs=_used_for(baselines, original))
+    assert result.status == "incorrect", result.message
+    assert result.message.startswith("wrong on derived input "), result.message
+    first = result.message.split(":", 1)[0]
+    assert shows in first and "," not in first, first  # the part alone, not its whole slot
+    assert result.rule == "wrong on derived input"
+
+
+@pytest.mark.parametrize("name", sorted(LEGITIMATE))
+def test_legitimate_rewrites_stay_correct(baselines, name: str) -> None:
+    candidate, original, entry = LEGITIMATE[name]
+    used = _used_for(baselines, original)
+    result = _run(candidate, original, entry, derived_inputs=used)
+    assert result.ok, result.message
+    assert result.message.startswith("correct on 3 seeds (2 of them as derived inputs)")
+    assert len(result.metrics["derived_inputs"]["used"]) == len(used)
+
+
+def test_nki_kernels_get_derived_values_and_a_dropped_max_is_caught() -> None:
+    source = (ROOT / "examples" / "nki" / "softmax.py").read_text()
+    base = run_nki(source, source, "softmax", double_env(), seeds=SEEDS)
+    assert base.ok, base.message
+    used = base.metrics["derived_inputs"]["used"]
+    assert [d["op"] for d in used] == ["large", "tiny", "offset", "outliers"]
+    no_max = source.replace(
+        "            nisa.tensor_scalar(dst=t, data=t, op0=nl.subtract, operand0=shift)\n", ""
+    ).replace("        nisa.tensor_scalar(dst=t, data=t, op0=nl.subtract, operand0=row_max)\n", "")
+    assert no_max.count("nl.subtract") == 0
+    plain = run_nki(no_max, source, "softmax", double_env(), seeds=SEEDS, derived_inputs=[])
+    assert plain.ok, plain.message
+    wrong = run_nki(no_max, source, "softmax", double_env(), seeds=SEEDS, derived_inputs=used)
+    assert wrong.status == "incorrect" and wrong.rule == "wrong on derived input"
+    assert wrong.message.startswith("wrong on derived input x × "), wrong.message
