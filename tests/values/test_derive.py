@@ -78,7 +78,7 @@ def test_bench_values_bounds_keep_probabilities_in_range_or_turn_an_input_off() 
         [{"name": "values", "why": 'off in BENCH["values"]'}],
     )
     _, bad = derived_values.plan_values((p,), ["p"], {"p": (1, 0)})
-    assert bad[0]["why"].startswith('not derived: BENCH["values"][\'p\'] must be (low, high)')
+    assert bad[0]["why"].startswith("not derived: BENCH[\"values\"]['p'] must be (low, high)")
 
 
 def test_layouts_hold_the_same_values_in_other_strides() -> None:

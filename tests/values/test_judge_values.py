@@ -57,9 +57,7 @@ PICKY = SOFTMAX_FILE.replace(
     "    return torch.softmax(x, dim=-1)",
     '    assert x.abs().max() < 100, "logits stay under 100"\n    return torch.softmax(x, dim=-1)',
 )
-BOUNDED = SOFTMAX_FILE.replace(
-    '"atol": 1e-5}', '"atol": 1e-5, "values": {"x": (-20.0, 20.0)}}'
-)
+BOUNDED = SOFTMAX_FILE.replace('"atol": 1e-5}', '"atol": 1e-5, "values": {"x": (-20.0, 20.0)}}')
 FILES = {
     "softmax": (SOFTMAX_FILE, "softmax"),
     "layer_norm": (LAYERNORM_FILE, "layer_norm"),
