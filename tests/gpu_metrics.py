@@ -44,20 +44,39 @@ GPU: dict[str, Any] = {
     "warnings": [],
 }
 
+
+def _shape(name: str, symbol: str, frm: int, to: int, inputs: str, dim: int) -> dict[str, Any]:
+    return {"kind": "shape", "name": name, "symbol": symbol, "from": frm, "to": to,
+            "inputs": inputs, "dims": [[0, dim]]}  # fmt: skip
+
+
+_LARGE = {"kind": "values", "name": "x × 63.4 (large)", "input": 0, "op": "large", "value": 63.4,
+          "inputs": "x: 16×64"}  # fmt: skip
+_OFFSET = {"kind": "values", "name": "x + 2130 (offset)", "input": 0, "op": "offset",
+           "value": 2130.0, "inputs": "x: 16×64"}  # fmt: skip
+_PADDED = {"kind": "layout", "name": "x row-padded", "input": 0, "layout": "row_padded",
+           "inputs": "x: 16×64, strides (72, 1)"}  # fmt: skip
+_COLS63 = _shape("x[1] 64→63", "d1", 64, 63, "x: 16×63", 1)
+_COLS80 = _shape("x[1] 64→80", "d1", 64, 80, "x: 16×80", 1)
+
+#: Four checked calls of issue 29's derived inputs: two slots (a shape, a value range and a
+#: layout; a shape and a value range) and two shapes alone.
 DERIVED: dict[str, Any] = {
     "used": [
-        {"name": "x[1] 64→63", "symbol": "d1", "from": 64, "to": 63, "inputs": "x: 16×63"},
-        {"name": "x[1] 64→80", "symbol": "d1", "from": 64, "to": 80, "inputs": "x: 16×80"},
-        {"name": "x[0] 16→15", "symbol": "d0", "from": 16, "to": 15, "inputs": "x: 15×64"},
-        {"name": "x[0] 16→20", "symbol": "d0", "from": 16, "to": 20, "inputs": "x: 20×64"},
+        {"kind": "combined", "name": "x[1] 64→63, x × 63.4 (large), x row-padded",
+         "inputs": "x: 16×63", "parts": [_COLS63, _LARGE, _PADDED], "seed": 2, "shape": None},
+        {"kind": "combined", "name": "x[1] 64→80, x + 2130 (offset)", "inputs": "x: 16×80",
+         "parts": [_COLS80, _OFFSET], "seed": 3, "shape": None},
+        dict(_shape("x[0] 16→15", "d0", 16, 15, "x: 15×64", 0), seed=4, shape=None),
+        dict(_shape("x[0] 16→20", "d0", 16, 20, "x: 20×64", 0), seed=5, shape=None),
     ],
     "skipped": [],
-}
+}  # fmt: skip
 
 
 def gpu_metrics(**launch: Any) -> dict[str, Any]:
     """``metrics`` with the H100 facts of one softmax launch (fields of ``launch`` replaced)
-    and four derived shapes."""
+    and the derived inputs of :data:`DERIVED`."""
     gpu = copy.deepcopy(GPU)
     gpu["kernels"][0].update(launch)
     return {"gpu": gpu, "derived_inputs": copy.deepcopy(DERIVED)}

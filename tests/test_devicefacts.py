@@ -73,16 +73,22 @@ def test_not_timed_says_why_and_what_to_do() -> None:
 
 
 def test_derived_summary_counts_timed_held_out_and_derived_inputs() -> None:
-    assert df.derived_summary(gpu_metrics()) == "timed on 1 shape, checked on 4 derived shapes"
+    assert (
+        df.derived_summary(gpu_metrics())
+        == "timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)"
+    )
     metrics = gpu_metrics()
     metrics["shapes"] = [{"shape": {"N": 64}, "timed": True}, {"shape": {"N": 80}, "timed": True},
                          {"shape": {"N": 63}, "timed": False}]  # fmt: skip
     metrics["derived_inputs"]["skipped"] = [{"name": "x[0] 16→20", "why": "the baseline is wrong"}]
     assert df.derived_summary(metrics) == (
-        "timed on 2 shapes, checked on 1 held-out shape and 4 derived shapes (1 skipped)"
+        "timed on 2 shapes, checked on 1 held-out shape and 7 derived inputs (4 shapes, 2 values, "
+        "1 layout) (1 skipped)"
     )
     assert df.derived_summary({"gpu": {}}) is None
-    assert df.derived_detail_lines(metrics)[0] == "checked: x[1] 64→63 (x: 16×63)"
+    assert df.derived_detail_lines(metrics)[0] == (
+        "checked: x[1] 64→63, x × 63.4 (large), x row-padded (x: 16×63)"
+    )
     assert df.derived_detail_lines(metrics)[-1] == "skipped: x[0] 16→20: the baseline is wrong"
 
 
@@ -105,7 +111,9 @@ def test_planner_lines_carry_device_facts_not_timed_and_shapes() -> None:
     assert lines[0] == "compiled for H100 SXM5 (sm_90):"
     assert lines[1].startswith("- softmax_kernel [BLOCK_SIZE=64, num_warps=4, num_stages=3]: 44 ")
     assert any(line.startswith("not timed: the CPU interpreter cannot run") for line in lines)
-    assert lines[-1].startswith("shapes: timed on 1 shape, checked on 4 derived shapes")
+    assert lines[-1].startswith(
+        "inputs: timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)"
+    )
     assert df.prompt_lines({}) == []
 
 

@@ -195,8 +195,8 @@ class EvalResult:
             (``timing inconsistent``, ``no kernel launch``, ``output not a plain tensor``,
             ``implausible speedup``, ``gate: eval``, ...); experiences learned from a caught
             candidate are stored as ``reward-hack: <rule>`` negatives. For ``incorrect``:
-            ``wrong on derived input`` when the candidate is wrong on a derived shape, value
-            range or layout (issue 29), also stored as such a negative. None otherwise.
+            ``wrong on derived input <name>`` when the candidate is wrong on a derived shape,
+            value range or layout (issue 29), also stored as such a negative. None otherwise.
         judge_version: :data:`JUDGE_VERSION` of the judge that decided this result.
         metrics: profile metrics of a Neuron timing (``neuron-profile`` summary: HBM/SBUF/PSUM
             read/write bytes, spill bytes, hardware FLOPs, engine active-time %, arithmetic

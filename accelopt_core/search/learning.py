@@ -31,10 +31,10 @@ MAX_HACK_MESSAGE = 300
 def caught_rule(cand: Candidate) -> str | None:
     """The trust rule that caught ``cand`` (``EvalResult.rule`` of a ``rejected`` result, e.g.
     ``"timing inconsistent"``, or of an ``incorrect`` one wrong on a derived input: ``"wrong
-    on derived input"``, issue 29), or None when the judge did not catch it."""
+    on derived input x + 532 (offset)"``, issue 29), or None when the judge did not catch it."""
     result = cand.result
     rule = (result.rule or "").strip()
-    if result.status == "incorrect" and rule == DERIVED_RULE:
+    if result.status == "incorrect" and rule.startswith(DERIVED_RULE):
         return rule
     return rule if result.status == "rejected" and rule else None
 

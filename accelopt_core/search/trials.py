@@ -81,8 +81,9 @@ class Trials:
     def _where(self) -> dict:
         """The evaluator's keywords that say where the kernel lives: its file name, its
         project context and the entry expression (:func:`.workload.eval_keywords`); once
-        the baseline is evaluated, the derived shapes it was correct on, which every later
-        evaluation checks (issue 22, :func:`~accelopt_core.evaluation.derived.used_inputs`)."""
+        the baseline is evaluated, the derived inputs it was correct on, which every later
+        evaluation checks (issues 22 and 29,
+        :func:`~accelopt_core.evaluation.derived.used_inputs`)."""
         where = eval_keywords(self._original)
         if self.baseline is not None:
             where["derived_inputs"] = used_inputs(self.baseline.result)

@@ -45,8 +45,8 @@ def test_profile_text_shows_gpu_facts_sass_and_the_shapes_checked() -> None:
     assert "softmax_kernel [BLOCK_SIZE=64, num_warps=4, num_stages=3] grid 16×1×1: 44 " in text
     assert "occupancy 32/64 warps per SM, 50%, limited by registers" in text
     assert "SASS: tensor cores: none · global loads: 4 × 128-bit, 0 narrower" in text
-    assert "timed on 1 shape, checked on 4 derived shapes" in text
-    assert "checked: x[1] 64→63 (x: 16×63)" in text
+    assert "timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)" in text
+    assert "checked: x[1] 64→63, x × 63.4 (large), x row-padded (x: 16×63)" in text
     assert err_buf.getvalue() == ""
 
 
@@ -131,7 +131,10 @@ def test_profile_of_a_kernel_the_interpreter_cannot_run_exits_0_with_device_fact
     data = json.loads(as_json.stdout)
     assert data["gpu"] == "H100 SXM5"
     assert data["metrics"]["gpu"]["arch"] == "sm_90"
-    assert data["metrics"]["derived_inputs"]["used"][0]["name"] == "x[1] 64→63"
+    assert (
+        data["metrics"]["derived_inputs"]["used"][0]["name"]
+        == "x[1] 64→63, x × 63.4 (large), x row-padded"
+    )
     assert data["metrics"]["not_timed"].startswith("the CPU interpreter cannot run")
 
 
@@ -154,7 +157,10 @@ def test_optimize_says_ranking_needs_timing_on_a_gpu_target() -> None:
     report, kf = _report(not_timed_result())
     render.print_search_report(out, err, report, kf, "softmax_kernel", str(SOFTMAX))
     text = out_buf.getvalue()
-    assert "shapes: timed on 1 shape, checked on 4 derived shapes (every candidate)" in text
+    assert (
+        "inputs: timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout) (every candidate)"
+        in text
+    )
     assert "44 registers/thread" in text
     assert (
         "not ranked: ranking needs timing on a GPU target; the CPU interpreter cannot run this "

@@ -20,7 +20,7 @@ GLOSSARY_TERMS = (
     "cp.async (LDGSTS) and TMA (UTMALDG)",
     "local memory STL/LDL",
     "not timed",
-    "derived shapes",
+    "derived inputs",
 )
 
 
@@ -39,7 +39,9 @@ def test_the_profile_carries_each_compiled_launch_and_the_shapes() -> None:
     launch = next(line for line in lines if line.startswith("- softmax_kernel ["))
     assert "44 registers/thread" in launch and "limited by registers" in launch
     assert any(line.startswith("  SASS: tensor cores: none") for line in lines)
-    assert lines[-1].startswith("shapes: timed on 1 shape, checked on 4 derived shapes")
+    assert lines[-1].startswith(
+        "inputs: timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)"
+    )
 
 
 def test_a_kernel_the_interpreter_cannot_run_is_explained_to_the_planner() -> None:

@@ -37,13 +37,15 @@ def test_device_lens_title_and_tooltip() -> None:
     lines = tooltip.splitlines()
     assert lines[0] == "softmax_kernel compiled for H100 SXM5 (sm_90)"
     assert lines[1].startswith("[BLOCK_SIZE=64, num_warps=4, num_stages=3] 44 registers/thread")
-    assert lines[-1] == "timed on 1 shape, checked on 4 derived shapes"
+    assert (
+        lines[-1] == "timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)"
+    )
     assert device_present.device_lens(ok_result({}), "softmax_kernel") is None
 
 
 def test_profile_lens_tooltip_says_how_far_the_result_reaches() -> None:
     assert device_present.profile_tooltip(ok_result()) == (
-        "timed on 1 shape, checked on 4 derived shapes"
+        "timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)"
     )
     assert device_present.profile_tooltip(ok_result({})) is None
     tip = device_present.profile_tooltip(not_timed_result())
@@ -64,8 +66,11 @@ def test_hover_has_every_fact_per_kernel_with_kernel_text_in_code_spans() -> Non
     assert "limited by registers" in text
     assert "  - SASS: tensor cores: none · global loads: 4 × 128-bit, 0 narrower" in text
     assert "cp.async (LDGSTS): 0 · TMA (UTMALDG): 0 · local memory: STL 0, LDL 0" in text
-    assert "**Shapes:** timed on 1 shape, checked on 4 derived shapes" in text
-    assert "- checked on `x[1] 64→63` (`x: 16×63`)" in text
+    assert (
+        "**Inputs:** timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)"
+        in text
+    )
+    assert "- checked on `x[1] 64→63, x × 63.4 (large), x row-padded` (`x: 16×63`)" in text
 
 
 def test_hover_escapes_what_the_kernel_and_the_compiler_wrote() -> None:

@@ -128,8 +128,9 @@ SOFTMAX_CANDIDATES: dict[str, str] = {
         + _STRIDE_ASSUMED, SOFTMAX_HARNESS,
     ),
     "online_softmax": _module(
-        "online_softmax", "online softmax: running max and rescaled sum in one pass",
-        _ONLINE + _SOFTMAX_LAUNCHER, SOFTMAX_HARNESS,
+        "online_softmax", "online softmax: running max and rescaled sum in one pass, wider block",
+        _ONLINE + _SOFTMAX_LAUNCHER.replace("BLOCK_SIZE = 16", "BLOCK_SIZE = 64"),
+        SOFTMAX_HARNESS,
     ),
     "contiguous_copy": _module(
         "contiguous_copy", "one block per row over a contiguous copy", _SOFTMAX_BODY
@@ -260,8 +261,9 @@ LAYERNORM_CANDIDATES: dict[str, str] = {
         _LN_HEAD + _ONE_PASS_VARIANCE + _LN_WRITE + _LN_LAUNCHER, LAYERNORM_HARNESS,
     ),
     "welford": _module(
-        "welford", "mean and variance in one pass with Welford's update",
-        _LN_HEAD + _WELFORD + _LN_WRITE + _LN_LAUNCHER, LAYERNORM_HARNESS,
+        "welford", "mean and variance in one pass with Welford's update, wider block",
+        _LN_HEAD + _WELFORD + _LN_WRITE + _LN_LAUNCHER.replace("BLOCK_SIZE=16", "BLOCK_SIZE=64"),
+        LAYERNORM_HARNESS,
     ),
     "dropped_eps": _module(
         "dropped_eps", "whole row in one block; the epsilon is negligible and dropped",

@@ -25,7 +25,7 @@ Two modes, by the request's ``derived_inputs``:
 Both return ``metrics["derived_inputs"]``: ``{"used": [descriptor, ...], "skipped": [{"name",
 "why"}, ...]}`` (descriptors of :mod:`.derived_inputs`, with the ``seed`` and ``shape`` they
 were made from); the backend adds ``"seconds"``, their wall time on the judge's clock (the cost
-``benchmarks/derived_shapes.py`` measures). The checking itself is the backend's (``check(case,
+``benchmarks/derived_inputs.py`` measures). The checking itself is the backend's (``check(case,
 where)``, which raises :class:`~..runtime.failures.Failure`); the reference's side is
 :class:`.judge.referee.Reference`'s ``derived_plan`` / ``derived_case`` (the NKI evaluation
 has its own, in process). Standard library only.
@@ -38,8 +38,10 @@ from collections.abc import Callable
 from ..runtime.failures import Failure
 from . import derived_inputs
 
-#: ``EvalResult.rule`` of a candidate wrong on a derived input (status ``incorrect``): the
-#: search remembers it as a negative experience with the judge's message (issue 29).
+#: How ``EvalResult.rule`` starts for a candidate wrong on a derived input (status
+#: ``incorrect``), followed by the derived input's name (``wrong on derived input x + 532
+#: (offset)``): the search remembers it as a negative experience with the judge's message,
+#: one per derived input (issue 29).
 DERIVED_RULE = "wrong on derived input"
 #: Longest reason kept in ``skipped``.
 _MAX_WHY = 400
@@ -48,7 +50,7 @@ _MAX_WHY = 400
 class Unusable(Exception):
     """The reference process could not make a derived input's case (its reference raises or
     overflows on it, or the derivation does not apply to the inputs): it is skipped with this
-    reason."""
+    reason, a whole sentence (``the reference raises on it: ...``)."""
 
 
 def clean_plan(plan) -> dict:
@@ -113,7 +115,7 @@ def _baseline_on(ref, desc: dict, check: Callable, torch) -> tuple[str, bool] | 
     try:
         _run_case(ref, desc, check, torch)
     except Unusable as exc:
-        return f"the reference cannot run on it: {exc}", False
+        return str(exc), False
     except Failure as failure:
         status, message = failure.result.get("status"), failure.result.get("message") or ""
         what = "is wrong on it" if status == "incorrect" else f"fails on it ({status})"
@@ -267,7 +269,7 @@ def _named(failure: Failure, desc: dict) -> Failure:
     if result.get("status") == "incorrect":
         body = message[len(where) + 2 :] if message.startswith(f"{where}: ") else message
         result["message"] = f"wrong on {where}: {body}"
-        result["rule"] = DERIVED_RULE
+        result["rule"] = f"{DERIVED_RULE} {str(desc.get('name'))[:160]}"
     elif where not in message:
         result["message"] = f"{message} (on {where})" if message else f"failed on {where}"
     result["derived_input"] = where  # a death's message is the supervisor's: it appends this
@@ -291,7 +293,7 @@ def check_listed(ref, check: Callable, torch, listed: list, n_inputs: int | None
         try:
             _run_case(ref, desc, check, torch)
         except Unusable as exc:
-            skipped.append(_skip(desc, f"the reference cannot run on it: {exc}"))
+            skipped.append(_skip(desc, str(exc)))
             continue
         except Failure as failure:
             raise _named(_which_part(ref, desc, check, torch, failure), desc) from None

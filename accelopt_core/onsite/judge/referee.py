@@ -441,7 +441,8 @@ class Reference:
         try:
             answer = self.peer.ask(msg, "done")
         except Failure as failure:
-            raise Unusable(str(failure.result.get("message"))[:300]) from None
+            why = str(failure.result.get("message"))[:300]
+            raise Unusable(f"the reference cannot run on it: {why}") from None
         if answer.get("skip"):
             raise Unusable(str(answer["skip"])[:300])
         sha = answer.get("sha256")
