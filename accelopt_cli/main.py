@@ -189,11 +189,17 @@ _HARNESS_HELP = (
     "the entry from PATH), or a KernelBench problem whose Model is the reference of PATH's ModelNew"
 )
 
+_DATASET_HELP = (
+    "the FlashInfer-Bench dataset (definitions/, workloads/) of a solution JSON PATH "
+    "(default: the dataset the solution sits in)"
+)
+
 
 def _add_optimize_parser(sub: Any) -> None:
     opt = sub.add_parser("optimize", help="beam-search faster versions of a kernel")
     opt.add_argument("path", help="kernel file, or a harness file that imports its kernel")
     opt.add_argument("--harness", help=_HARNESS_HELP)
+    opt.add_argument("--dataset", metavar="ROOT", help=_DATASET_HELP)
     opt.add_argument(
         "--kernel", help="kernel to optimize (default: the one BENCH's entry launches)"
     )
@@ -220,6 +226,7 @@ def _add_profile_parser(sub: Any) -> None:
     prof = sub.add_parser("profile", help="evaluate the file as it is (correctness + latency)")
     prof.add_argument("path", help="kernel file, or a harness file that imports its kernel")
     prof.add_argument("--harness", help=_HARNESS_HELP)
+    prof.add_argument("--dataset", metavar="ROOT", help=_DATASET_HELP)
     prof.add_argument("--kernel")
     _add_gpu_option(prof)
     _add_common_options(prof)
