@@ -43,7 +43,7 @@ async def optimize(args: argparse.Namespace, settings: Settings, out: Console, e
     kernel = choose_kernel(kf, args.kernel, err)
     if kernel is None:
         return 1
-    report = await _search(args, settings, kf, kernel, err)
+    report = await run_search(args, settings, kf, kernel, err)
     if report is None:
         return 1
     if args.json:
@@ -93,7 +93,7 @@ def write_best(kf: KernelFile, report: Any, err: Console) -> bool:
     return True
 
 
-async def _search(
+async def run_search(
     args: argparse.Namespace, settings: Settings, kf: KernelFile, kernel: str, err: Console
 ) -> Any:
     """Run the search; its :class:`~accelopt_core.search.SearchReport`, or None (reason printed)

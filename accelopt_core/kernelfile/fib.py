@@ -12,8 +12,8 @@ of the dataset and may lack the ``safetensors`` package), and a generated harnes
 ones and one held out. :func:`exported_solution` binds a source file exported beside its JSON
 (``solutions/x/sol.json`` and ``solutions/x/sol/main.py``), for the editor.
 
-Every mistake in the dataset is a :class:`FibError` naming the file, the line and the field
-(``workloads/rmsnorm.jsonl:3:1: field workload.axes: missing axis 'batch_size'``).
+The dataset is read by :mod:`.fib_data`; every mistake in it is a
+:class:`~.fib_data.FibError` naming the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -21,26 +21,32 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from accelopt_core.kernelfile.fib_data import (
+    FibError,
+    fib_data,
+    find_definition,
+    find_root,
+    line_of,
+    load_model,
+    read_workloads,
+)
 from accelopt_core.kernelfile.fib_harness import harness_source
-from accelopt_core.kernelfile.model import KernelFileError
 
 __all__ = [
     "BLOBS_MODULE",
     "HARNESS_MODULE",
     "REFERENCE_MODULE",
     "TIMED_WORKLOADS",
-    "FibError",
     "FibRef",
     "FibWorkload",
     "bind_solution",
+    "export_sources",
     "exported_solution",
-    "find_root",
-    "fib_data",
+    "package_name",
+    "pick_workloads",
 ]
 
 #: Workloads timed per evaluation (evenly spread over the definition's workloads by size);
@@ -52,11 +58,6 @@ REFERENCE_MODULE = "_accelopt_fib_reference"
 BLOBS_MODULE = "_accelopt_fib_blobs"
 #: Cap on the safetensors tensors shipped with one request (bytes before base64).
 BLOB_CAP_BYTES = 4 * 2**20
-
-
-class FibError(KernelFileError):
-    """A FlashInfer-Bench dataset file cannot be used; ``path:line:col: message``, the message
-    naming the field (``field spec.entry_point: ...``)."""
 
 
 @dataclass(frozen=True)
@@ -97,198 +98,17 @@ class FibWorkload:
     display: str
 
 
-def fib_data():
-    """``flashinfer_bench.data``; FibError (the way to install it) when the package is missing."""
-    try:
-        import flashinfer_bench.data as data
-    except ImportError as exc:
-        raise FibError(
-            "flashinfer-bench",
-            f"the flashinfer-bench package is needed to read FlashInfer-Bench datasets ({exc}); "
-            'install it with `pip install -e ".[fib]"` (or `pip install flashinfer-bench`)',
-        ) from None
-    return data
-
-
-# --- locating --------------------------------------------------------------------------------
-
-
-def _line_of(text: str, loc: tuple) -> int:
-    """1-based line of the JSON key path ``loc`` in ``text`` (each key searched after the
-    previous one; list indices skipped), 1 when not found."""
-    pos, line = 0, 1
-    for part in loc:
-        if not isinstance(part, str):
-            continue
-        found = re.compile(r'"' + re.escape(part) + r'"\s*:').search(text, pos)
-        if found is None:
-            break
-        pos = found.end()
-        line = text.count("\n", 0, found.start()) + 1
-    return line
-
-
-#: Model-level validator messages of the schema -> the field they are about.
-_MESSAGE_FIELDS = (
-    ("Reference must", ("reference",)),
-    ("entry point format", ("spec", "entry_point")),
-    ("Entry source file", ("spec", "entry_point")),
-    ("Duplicate source path", ("sources",)),
-    ("references undefined axis", ("inputs",)),
-    ("Input and output names", ("outputs",)),
-    ("Constraints must", ("constraints",)),
-)
-
-
-def _validation_error(path: Path, text: str, exc: Exception, prefix: tuple = (), line0=0):
-    """The FibError of a pydantic ValidationError ``exc`` of the file ``path`` (text
-    ``text``; ``line0``: the JSONL line the text is on)."""
-    first = exc.errors()[0] if hasattr(exc, "errors") else {"loc": (), "msg": str(exc)}
-    loc = tuple(first.get("loc") or ())
-    message = str(first.get("msg", exc)).removeprefix("Value error, ")
-    if not loc:
-        loc = next((f for key, f in _MESSAGE_FIELDS if key in message), ())
-    loc = tuple(p for p in loc if not str(p).startswith(("function-after", "tagged-union")))
-    field = ".".join(str(p) for p in prefix + loc) or "(file)"
-    got = first.get("input")
-    if isinstance(got, (str, int, float)) and first.get("type") != "missing":
-        message += f" (got {got!r})"
-    line = line0 or _line_of(text, loc)
-    return FibError(str(path), f"field {field}: {message}", line)
-
-
-def _load(model, path: Path, text: str | None = None, prefix: tuple = (), line0: int = 0):
-    """``model`` (a flashinfer_bench.data class) validated from the JSON text of ``path``;
-    FibError for unreadable or invalid JSON and for a schema violation (file, line, field)."""
-    from pydantic import ValidationError
-
-    try:
-        text = path.read_text("utf-8") if text is None else text
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FibError(str(path), f"cannot read: {exc}") from None
-    try:
-        json.loads(text)
-    except json.JSONDecodeError as exc:
-        line = line0 or exc.lineno
-        raise FibError(str(path), f"not valid JSON: {exc.msg}", line, exc.colno) from None
-    try:
-        return model.model_validate_json(text)
-    except ValidationError as exc:
-        raise _validation_error(path, text, exc, prefix, line0) from None
-
-
-# --- the dataset -----------------------------------------------------------------------------
-
-
-def find_root(solution: Path, dataset: str | Path | None = None) -> Path:
-    """The dataset root of ``solution``: ``dataset`` when given (it must hold
-    ``definitions/``), else the nearest ancestor holding ``definitions/`` with the solution
-    under its ``solutions/``. Raises FibError naming the way out."""
-    if dataset is not None:
-        root = Path(dataset).resolve()
-        if not (root / "definitions").is_dir():
-            raise FibError(str(dataset), "is not a FlashInfer Trace dataset (no definitions/)")
-        return root
-    for parent in solution.parents:
-        if (parent / "definitions").is_dir() and (parent / "solutions") in solution.parents:
-            return parent
-    raise FibError(
-        str(solution),
-        "is not inside a FlashInfer Trace dataset (no definitions/ above its solutions/); "
-        "give the dataset root with --dataset ROOT",
-    )
-
-
-def _json_files(folder: Path, pattern: str) -> list[Path]:
-    return sorted(folder.rglob(pattern)) if folder.is_dir() else []
-
-
-def find_definition(root: Path, name: str, solution: Path, text: str):
-    """(Definition, its file) named ``name`` under ``root/definitions``; FibError at the
-    solution's ``definition`` field when there is none."""
-    data = fib_data()
-    for path in _json_files(root / "definitions", "*.json"):
-        try:
-            found = json.loads(path.read_text("utf-8")).get("name") == name
-        except (OSError, ValueError, AttributeError):
-            found = False
-        if found:
-            return _load(data.Definition, path), path
-    raise FibError(
-        str(solution),
-        f"field definition: no definition named {name!r} under {root / 'definitions'}",
-        _line_of(text, ("definition",)),
-    )
-
-
-def _jsonl_lines(folder: Path) -> Iterator[tuple[Path, int, str]]:
-    for path in _json_files(folder, "*.jsonl"):
-        try:
-            lines = path.read_text("utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise FibError(str(path), f"cannot read: {exc}") from None
-        for number, line in enumerate(lines, 1):
-            if line.strip():
-                yield path, number, line
-
-
-def read_workloads(root: Path, definition) -> list[tuple[Any, Path, int]]:
-    """The workloads of ``definition``: (Workload, file, line) of every workload trace under
-    ``root/workloads`` naming it, each validated by the package and checked against the
-    definition (:func:`check_workload`). FibError when there is none."""
-    data = fib_data()
-    found = []
-    marker = json.dumps(definition.name)
-    for path, number, line in _jsonl_lines(root / "workloads"):
-        if marker not in line:
-            continue
-        trace = _load(data.Trace, path, line, line0=number)
-        if trace.definition == definition.name:
-            check_workload(definition, trace.workload, path, number, root)
-            found.append((trace.workload, path, number))
-    if not found:
-        raise FibError(
-            str(root / "workloads"), f"no workloads of the definition {definition.name!r}"
-        )
-    return found
-
-
-def check_workload(definition, workload, path: Path, line: int, root: Path) -> None:
-    """FibError (file, line, field) when ``workload`` does not fit ``definition``: a variable
-    axis without a value, an input the definition does not have, a scalar for a tensor input,
-    a safetensors file that is missing."""
-    for axis in definition.var_axes:
-        if axis not in workload.axes:
-            raise FibError(
-                str(path),
-                f"field workload.axes: missing axis {axis!r} (the variable axes of "
-                f"{definition.name}: {', '.join(definition.var_axes)})",
-                line,
-            )
-    for name, given in workload.inputs.items():
-        spec = definition.inputs.get(name)
-        where = f"field workload.inputs.{name}"
-        if spec is None:
-            known = ", ".join(definition.inputs)
-            raise FibError(str(path), f"{where}: {definition.name} has no input {name!r} "
-                           f"(its inputs: {known})", line)  # fmt: skip
-        if given.type == "scalar" and spec.shape is not None:
-            raise FibError(str(path), f"{where}: a scalar for a tensor input", line)
-        if given.type == "safetensors" and not (root / given.path).is_file():
-            raise FibError(str(path), f"{where}.path: no such file {root / given.path}", line)
-
-
 def check_solution(solution, definition, path: Path, text: str) -> str:
     """The entry source's text; FibError (field named) for a solution AccelOpt cannot run: not
     Triton, an entry point that is no Python file or whose function the entry file does not
     define, outputs a destination-passing entry could not be given."""
-    line = _line_of(text, ("spec", "entry_point"))
+    line = line_of(text, ("spec", "entry_point"))
     if solution.spec.language.value != "triton":
         raise FibError(
             str(path),
             f"field spec.language: {solution.spec.language.value!r}; AccelOpt optimizes "
             'Triton solutions (spec.language "triton")',
-            _line_of(text, ("spec", "language")),
+            line_of(text, ("spec", "language")),
         )
     entry = solution.get_entry_source()
     symbol = solution.get_entry_symbol()
@@ -441,7 +261,7 @@ def bind_solution(
     text = path.read_text("utf-8") if path.is_file() else ""
     if not text:
         raise FibError(str(path), "no such file (a FlashInfer-Bench solution JSON)")
-    solution = _load(data.Solution, path, text)
+    solution = load_model(data.Solution, path, text)
     root = find_root(path, dataset)
     definition, _ = find_definition(root, solution.definition, path, text)
     check_solution(solution, definition, path, text)
@@ -513,3 +333,31 @@ def exported_solution(path: str | Path) -> tuple[Path, str] | None:
         if rel in names and "spec" in data and "definition" in data:
             return candidate, rel
     return None
+
+
+def export_sources(path: str | Path) -> list[Path]:
+    """Write the sources of the solution JSON ``path`` to ``<dir>/<stem>/`` beside it
+    (``solutions/x/sol.json`` -> ``solutions/x/sol/main.py``), where an editor binds them
+    back to the solution (:func:`exported_solution`). Returns the files written; a file that
+    is already there with the same text is kept. FlashInfer-Bench's loader reads only
+    ``*.json`` under ``solutions/``, so the exported ``.py`` files do not disturb it.
+
+    Raises:
+        FibError: the JSON is no valid solution, or an exported file exists with other text
+            (never overwritten: delete it or edit it).
+    """
+    path = Path(path).resolve()
+    solution = load_model(fib_data().Solution, path)
+    folder = path.with_suffix("")
+    written = []
+    for source in solution.sources:
+        target = folder / source.path
+        if target.is_file():
+            if target.read_text("utf-8") == source.content:
+                continue
+            raise FibError(str(target), f"exists with other text than {path.name}'s "
+                           f"{source.path}; not overwritten")  # fmt: skip
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source.content, "utf-8")
+        written.append(target)
+    return written

@@ -23,7 +23,8 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
-from accelopt_core.kernelfile.fib import FibError, FibRef, fib_data, find_definition, read_workloads
+from accelopt_core.kernelfile.fib import FibRef
+from accelopt_core.kernelfile.fib_data import FibError, fib_data, find_definition, read_workloads
 
 __all__ = ["new_solution_name", "write_results"]
 

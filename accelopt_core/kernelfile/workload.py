@@ -195,7 +195,7 @@ def load_workload(
     path = _existing(path, "kernel" if harness is not None else "kernel or harness")
     exported = exported_solution(path) if harness is None else None
     if exported is not None:
-        kf = _bind_fib(exported[0], dataset, path.parent)
+        kf = _bind_fib(exported[0], dataset, exported[0].with_suffix(""))
         if kf.path == str(path):
             return kf
     spaces = [Path(w).resolve() for w in workspace]
