@@ -83,9 +83,11 @@ def _validation_error(path: Path, text: str, exc: Exception, prefix: tuple = (),
     first = exc.errors()[0] if hasattr(exc, "errors") else {"loc": (), "msg": str(exc)}
     loc = tuple(first.get("loc") or ())
     message = str(first.get("msg", exc)).removeprefix("Value error, ")
-    if not loc:
-        loc = next((f for key, f in _MESSAGE_FIELDS if key in message), ())
     loc = tuple(p for p in loc if not str(p).startswith(("function-after", "tagged-union")))
+    for key, more in _MESSAGE_FIELDS:  # a model validator's error names only the model
+        if key in message and more[: len(loc)] == loc:
+            loc = more
+            break
     field = ".".join(str(p) for p in prefix + loc) or "(file)"
     got = first.get("input")
     if isinstance(got, (str, int, float)) and first.get("type") != "missing":

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ import pytest
 pytest.importorskip("flashinfer_bench.data", reason="the flashinfer-bench package (extra fib)")
 
 DATASET = Path(__file__).resolve().parent / "dataset"
+#: The checkout these tests belong to: the CLI subprocesses import it first.
+CHECKOUT = Path(__file__).resolve().parents[2]
 RMSNORM = "solutions/rmsnorm/rmsnorm_h64/rmsnorm_triton.json"
 GEMM = "solutions/gemm/gemm_n64_k64/gemm_triton.json"
 SOFTMAX = "solutions/softmax/softmax_rows/softmax_triton.json"
@@ -45,3 +49,19 @@ def edit_jsonl(path: Path, change) -> None:
     for index, row in enumerate(rows):
         change(index, row)
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), "utf-8")
+
+
+def run_cli(*args: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m accelopt_cli.main ARGS`` of this checkout in ``cwd`` with a memory dir and
+    no user config there; the finished process (text output)."""
+    env = {
+        "COLUMNS": "500",
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(CHECKOUT),
+        "ACCELOPT_MEMORY_DIR": str(cwd / "memory"),
+        "ACCELOPT_CONFIG": str(cwd / "no-user-config.toml"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "accelopt_cli.main", *map(str, args)],
+        capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+    )  # fmt: skip

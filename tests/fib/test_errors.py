@@ -6,8 +6,6 @@ outside any dataset, a non-Triton solution, broken JSON."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from tests.fib.conftest import (
     RMSNORM_WORKLOADS,
     edit_json,
     edit_jsonl,
+    run_cli,
 )
 
 
@@ -110,13 +109,7 @@ def test_broken_json_and_no_dataset(dataset: Path, tmp_path: Path) -> None:
 
 def test_the_cli_prints_the_located_message_without_a_traceback(dataset: Path) -> None:
     edit_jsonl(dataset / RMSNORM_WORKLOADS, lambda i, row: row["workload"]["axes"].clear())
-    proc = subprocess.run(
-        [sys.executable, "-m", "accelopt_cli.main", "profile", str(dataset / RMSNORM)],
-        capture_output=True, text=True, timeout=120,
-        env={"COLUMNS": "500", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path.cwd()),
-             "ACCELOPT_MEMORY_DIR": str(dataset.parent / "memory"),
-             "ACCELOPT_CONFIG": str(dataset.parent / "none.toml")},
-    )  # fmt: skip
+    proc = run_cli("profile", dataset / RMSNORM, cwd=dataset.parent)
     assert proc.returncode == 1
     assert f"{dataset / RMSNORM_WORKLOADS}:1:1: field workload.axes: missing axis" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
