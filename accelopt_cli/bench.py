@@ -222,8 +222,9 @@ async def _one(
     if report is None:
         return _row(definition, op_type, solution=name, verdict="error: search failed (see above)")
     row = _report_row(definition, op_type, name, report)
-    if args.write and report.best is not None and write_best(kf, report, err):
-        row["written"] = f"{name}_accelopt"
+    written = write_best(kf, report, err) if args.write and report.best is not None else None
+    if written is not None:
+        row["written"] = Path(written).stem
     return row
 
 

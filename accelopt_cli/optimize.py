@@ -55,7 +55,7 @@ async def optimize(args: argparse.Namespace, settings: Settings, out: Console, e
     else:
         render.print_workload(out, kf)
         render.print_search_report(out, err, report, kf, report.kernel_name, kf.path)
-    if args.write and report.best and not write_best(kf, report, err):
+    if args.write and report.best and write_best(kf, report, err) is None:
         return 1
     if report.baseline.result.status != "ok":
         if devicefacts.not_timed(report.baseline.result.metrics):
@@ -67,16 +67,16 @@ async def optimize(args: argparse.Namespace, settings: Settings, out: Console, e
     return 0
 
 
-def write_best(kf: KernelFile, report: Any, err: Console) -> bool:
+def write_best(kf: KernelFile, report: Any, err: Console) -> str | None:
     """``--write``: the best candidate into the kernel module (never a harness in its own
     file); for a FlashInfer-Bench solution, a new solution beside it and the traces
     (:func:`accelopt_core.kernelfile.fib_write.write_results`), the user's file untouched.
-    False (reason printed) when it could not be written."""
+    The file written, or None (reason printed) when it could not be written."""
     ref = kf.context.fib if kf.context is not None else None
     if ref is None:
         Path(kf.path).write_text(report.best.source, encoding="utf-8")
         err.print(f"wrote the best candidate ({report.best.speedup:.2f}x) to {kf.path}")
-        return True
+        return kf.path
     from accelopt_core.kernelfile import KernelFileError
     from accelopt_core.kernelfile.fib_write import write_results
 
@@ -84,13 +84,13 @@ def write_best(kf: KernelFile, report: Any, err: Console) -> bool:
         target, traces = write_results(ref, report)
     except KernelFileError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-        return False
+        return None
     err.print(
         f"wrote the best candidate ({report.best.speedup:.2f}x) as the solution {target.stem} "
         f"({target}) and {traces} traces under {Path(ref.root) / 'traces'}",
         highlight=False,
     )
-    return True
+    return str(target)
 
 
 async def run_search(

@@ -1,9 +1,9 @@
 """FlashInfer-Bench end to end on CPU (issue 35), through the ``accelopt`` CLI in a
 subprocess with the offline proposer (no LLM): ``optimize SOLUTION.json --write`` on the
 rmsnorm (destination-passing style, a scalar input) adds a solution and traces that FIB's own
-loader reads, leaving the user's untouched; ``bench ROOT`` on the gemm (returns its output)
-and the softmax (a safetensors workload) prints one row per definition, writes the CSV, and a
-second run resumes (skips both). Kernels run under the Triton interpreter: slow."""
+loader reads, leaving the user's untouched; ``profile`` on the gemm (its solution returns its
+output); ``bench ROOT`` on the softmax (a safetensors workload) prints its row, writes the CSV,
+and a second run resumes (skips it). Kernels run under the Triton interpreter: slow."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from flashinfer_bench.data import TraceSet
 
 from tests.byok.conftest import CLI, make_cli
-from tests.fib.conftest import CHECKOUT, RMSNORM
+from tests.fib.conftest import CHECKOUT, GEMM, RMSNORM
 
 pytestmark = pytest.mark.slow
 
@@ -64,28 +64,32 @@ def test_optimize_write_adds_a_solution_and_traces(cli: CLI, dataset: Path, sett
     assert "as the solution rmsnorm_triton_accelopt" in err
 
 
+def test_profile_a_solution_that_returns_its_output(cli: CLI, dataset: Path, settings: str) -> None:
+    rc, result, err = cli.json("profile", dataset / GEMM, "--settings", settings)
+    assert rc == 0, err
+    assert result["status"] == "ok", result["message"]
+    assert result["fib"]["definition"] == "gemm_n64_k64" and result["max_abs_error"] < 1e-2
+    assert len(result["metrics"]["shapes"]) == 4  # its four workloads: 3 timed, 1 held out
+
+
 def test_bench_table_csv_and_resume(cli: CLI, dataset: Path, tmp_path: Path, settings: str) -> None:
     table = tmp_path / "rows.csv"
-    args = ("bench", dataset, "--op-type", "gemm", "--op-type", "softmax", *TINY, "-K", "1",
+    args = ("bench", dataset, "--op-type", "softmax", *TINY, "-K", "1",
             "--settings", settings, "--csv", table)  # fmt: skip
     rc, report, err = cli.json(*args)
     assert rc == 0, err
-    rows = {r["definition"]: r for r in report["rows"]}
-    assert sorted(rows) == ["gemm_n64_k64", "softmax_rows"]
-    for row in rows.values():
-        assert row["baseline_ms"] > 0 and row["timing"] == "interpreter", row
-        assert not row["verdict"].startswith("error") and row["resumed"] is False
-        assert row["speedup"] >= 1.0 and row["pct_of_peak"] is None  # no peak on a CPU
-    assert "[1/2] gemm_n64_k64: optimizing gemm_triton" in err
+    (row,) = report["rows"]
+    assert row["definition"] == "softmax_rows" and row["solution"] == "softmax_triton"
+    assert row["baseline_ms"] > 0 and row["timing"] == "interpreter", row
+    assert not row["verdict"].startswith("error") and row["resumed"] is False
+    assert row["speedup"] >= 1.0 and row["pct_of_peak"] is None  # no peak on a CPU
+    assert "[1/1] softmax_rows: optimizing softmax_triton" in err
     with open(table, encoding="utf-8") as handle:
-        assert [r["definition"] for r in csv.DictReader(handle)] == sorted(rows)
+        assert [r["definition"] for r in csv.DictReader(handle)] == ["softmax_rows"]
     rc, again, err = cli.json(*args)
     assert rc == 0, err
-    assert [r["resumed"] for r in again["rows"]] == [True, True]
-    assert "finished earlier, skipped" in err
-    assert [r["baseline_ms"] for r in again["rows"]] == [
-        rows[d]["baseline_ms"] for d in sorted(rows)
-    ]
-    proc = cli.run("bench", dataset, "--definition", "gemm_n64_k64", *TINY, "-K", "1",
+    assert again["rows"][0]["resumed"] is True and "finished earlier, skipped" in err
+    assert again["rows"][0]["baseline_ms"] == row["baseline_ms"]
+    proc = cli.run("bench", dataset, "--definition", "softmax_rows", *TINY, "-K", "1",
                    "--settings", settings)  # fmt: skip
     assert proc.returncode == 0 and "(earlier)" in proc.stdout and "speedup" in proc.stdout
