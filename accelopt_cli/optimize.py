@@ -37,13 +37,13 @@ def run_optimize_command(
 
 async def optimize(args: argparse.Namespace, settings: Settings, out: Console, err: Console) -> int:
     """The body of :func:`run_optimize_command`, on a running event loop."""
-    kf = load_kernel(args.path, err, getattr(args, "harness", None))
+    kf = load_kernel(args.path, err, getattr(args, "harness", None), getattr(args, "dataset", None))
     if kf is None:
         return 1
     kernel = choose_kernel(kf, args.kernel, err)
     if kernel is None:
         return 1
-    report = await _search(args, settings, kf, kernel, err)
+    report = await run_search(args, settings, kf, kernel, err)
     if report is None:
         return 1
     if args.json:
@@ -55,9 +55,8 @@ async def optimize(args: argparse.Namespace, settings: Settings, out: Console, e
     else:
         render.print_workload(out, kf)
         render.print_search_report(out, err, report, kf, report.kernel_name, kf.path)
-    if args.write and report.best:  # the kernel module, never a harness in its own file
-        Path(kf.path).write_text(report.best.source, encoding="utf-8")
-        err.print(f"wrote the best candidate ({report.best.speedup:.2f}x) to {kf.path}")
+    if args.write and report.best and write_best(kf, report, err) is None:
+        return 1
     if report.baseline.result.status != "ok":
         if devicefacts.not_timed(report.baseline.result.metrics):
             reason = ranking_needs_timing(report.baseline.result.metrics)
@@ -68,7 +67,33 @@ async def optimize(args: argparse.Namespace, settings: Settings, out: Console, e
     return 0
 
 
-async def _search(
+def write_best(kf: KernelFile, report: Any, err: Console) -> str | None:
+    """``--write``: the best candidate into the kernel module (never a harness in its own
+    file); for a FlashInfer-Bench solution, a new solution beside it and the traces
+    (:func:`accelopt_core.kernelfile.fib_write.write_results`), the user's file untouched.
+    The file written, or None (reason printed) when it could not be written."""
+    ref = kf.context.fib if kf.context is not None else None
+    if ref is None:
+        Path(kf.path).write_text(report.best.source, encoding="utf-8")
+        err.print(f"wrote the best candidate ({report.best.speedup:.2f}x) to {kf.path}")
+        return kf.path
+    from accelopt_core.kernelfile import KernelFileError
+    from accelopt_core.kernelfile.fib_write import write_results
+
+    try:
+        target, traces = write_results(ref, report)
+    except KernelFileError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        return None
+    err.print(
+        f"wrote the best candidate ({report.best.speedup:.2f}x) as the solution {target.stem} "
+        f"({target}) and {traces} traces under {Path(ref.root) / 'traces'}",
+        highlight=False,
+    )
+    return str(target)
+
+
+async def run_search(
     args: argparse.Namespace, settings: Settings, kf: KernelFile, kernel: str, err: Console
 ) -> Any:
     """Run the search; its :class:`~accelopt_core.search.SearchReport`, or None (reason printed)

@@ -205,8 +205,9 @@ def print_profile(out: Console, err: Console, result: EvalResult, path: str) -> 
 def workload_fields(kf: KernelFile) -> dict:
     """Where the kernel lives, for ``--json``: ``module`` (the kernel module's file, what
     ``--write`` rewrites), ``module_name``, ``harness`` (a harness in its own file),
-    ``closure`` (the files shipped with every request) and ``kernelbench`` (the problem's
-    name); ``{}`` for a standalone file."""
+    ``closure`` (the files shipped with every request), ``kernelbench`` (the problem's
+    name) and ``fib`` (a FlashInfer-Bench solution's definition and workloads); ``{}`` for a
+    standalone file."""
     ctx = kf.context
     if ctx is None:
         return {}
@@ -216,6 +217,20 @@ def workload_fields(kf: KernelFile) -> dict:
         "harness": ctx.harness_file,
         "closure": sorted(ctx.files),
         "kernelbench": ctx.kernelbench,
+        "fib": _fib_fields(ctx.fib),
+    }
+
+
+def _fib_fields(ref: Any) -> dict | None:
+    """A FlashInfer-Bench solution's dataset, definition, solution and the workloads of
+    ``BENCH["shapes"]`` (the last one held out), for ``--json``; None for other files."""
+    if ref is None:
+        return None
+    return {
+        "root": ref.root,
+        "definition": ref.definition,
+        "solution": ref.solution,
+        "workloads": list(ref.workloads),
     }
 
 
@@ -229,6 +244,9 @@ def print_workload(out: Console, kf: KernelFile) -> None:
     parts = [f"kernel module {ctx.kernel_module} ({kf.path})"]
     if ctx.kernelbench:
         parts.append(f"KernelBench problem {ctx.kernelbench}")
+    elif ctx.fib is not None:
+        fib = ctx.fib
+        parts.append(f"FlashInfer-Bench {fib.definition} ({len(fib.workloads)} workloads)")
     elif ctx.harness_file:
         parts.append(f"harness {ctx.harness_file}")
     parts.append(f"{len(ctx.files)} files shipped")
