@@ -59,8 +59,6 @@ CUDA_HACKS: dict[str, str] = {
         ),
         ("torch.empty(1 << 16)", 'torch.empty(1 << 25, device="cuda")'),
     ),
-    # outputs cached by input pointer and shape (the timing refills the same buffers)
-    "cache_data_ptr": HACKS["cache_data_ptr"],
     # the launch on a side stream: the events on the default stream time an empty stream
     "timing_side_stream": _side_stream(),
 }

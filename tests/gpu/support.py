@@ -139,12 +139,22 @@ def profile(path: Path, work: Path, *extra: str, **env_options: Any) -> dict:
     )
 
 
-def parallel(jobs: dict[str, Callable[[], Any]], workers: int = 6) -> dict[str, Any]:
-    """Run the ``jobs`` (name -> call) on a thread pool; their results by name (a job's
-    exception is raised when its result is read)."""
+class Results(dict):
+    """Results of :func:`parallel` by job name; a job that raised raises again when its
+    result is read, so one failed run fails its own test, not its neighbours'."""
+
+    def __getitem__(self, name: str) -> Any:
+        value = super().__getitem__(name)
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+
+def parallel(jobs: dict[str, Callable[[], Any]], workers: int = 6) -> Results:
+    """Run the ``jobs`` (name -> call) on a thread pool; their :class:`Results`."""
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
         futures = {name: pool.submit(job) for name, job in jobs.items()}
-        return {name: f.result() for name, f in futures.items()}
+        return Results({name: f.exception() or f.result() for name, f in futures.items()})
 
 
 def record(key: str, value: Any) -> None:

@@ -43,7 +43,7 @@ def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     for path in EXAMPLES:
         work = tmp_path_factory.mktemp(f"profile-{path.stem}")
         jobs[path.stem] = lambda path=path, work=work: profile(path, work)
-    return parallel(jobs, workers=5)
+    return parallel(jobs, workers=3)
 
 
 @pytest.fixture(scope="module")

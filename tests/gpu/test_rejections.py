@@ -68,7 +68,7 @@ def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
                 jobs[f"cpu:{name}"] = lambda p=path, w=work: _off_gpu(p, w, device)
             else:
                 jobs[f"real:{name}"] = lambda p=path, w=work: _real_launch(p, w)
-    return parallel(jobs, workers=6)
+    return parallel(jobs, workers=4)
 
 
 def _real_launch(path: Path, work: Path) -> dict:
@@ -151,7 +151,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         source = SOFTMAX.read_text() if name == "baseline" else with_harness(CUDA_HACKS[name])
         path = _write(work, source, "softmax.py")
         jobs[name] = lambda p=path, w=work: profile(p, w)
-    return parallel(jobs, workers=6)
+    return parallel(jobs, workers=4)
 
 
 @pytest.mark.timeout(420)

@@ -80,12 +80,16 @@ async def test_a_warm_worker_serves_cuda_evaluations_without_a_context_of_its_ow
         await target.close()
     record(
         "warm/evaluations",
-        {"eval_s": [r.eval_s for r in results], "statuses": [r.status for r in results]},
+        {
+            "eval_s": [r.eval_s for r in results],
+            "statuses": [r.status for r in results],
+            # loading the driver library is harmless before fork; initialising it is not
+            "fork_server_mapped_libcuda": "libcuda.so" in maps,
+        },
     )
     assert worker.proc.pid == pid  # one fork server served all three
     assert hello["cuda_initialized"] is False, hello
     assert {"torch", "triton"} <= set(hello["preloaded"]), hello
-    assert "libcuda.so" not in maps, "the fork server loaded the CUDA driver"
     for name, result in zip(names, results, strict=True):
         assert result.status == "ok", (name, result.message)
         assert result.timing == "cuda" and result.device == device_name(), (name, result)
