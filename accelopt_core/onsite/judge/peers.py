@@ -65,11 +65,12 @@ def _sanitized(error) -> dict:
 def new_dirs() -> dict:
     """Fresh private directories for one evaluation (mode 0700): ``cwd`` and ``tmp`` (the
     candidate's working and temporary directories, under ``root`` in the default temporary
-    directory) and ``x`` (the exchange files; under ``/dev/shm`` where it is writable, so the
-    tensors go through memory), named ``accelopt-eval-<this pid>-...``. Remove them with
-    :func:`remove_dirs`; those of dead supervisors are swept first (:func:`sweep`)."""
+    directory) and ``x`` (the exchange files; under ``/dev/shm`` where it is writable and has
+    :data:`SHM_MIN_FREE` bytes free, so the tensors go through memory), named
+    ``accelopt-eval-<this pid>-...``. Remove them with :func:`remove_dirs`; those of dead
+    supervisors are swept first (:func:`sweep`)."""
     shm = "/dev/shm"
-    shm_ok = os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK)
+    shm_ok = os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) and _room(shm)
     sweep([tempfile.gettempdir()] + ([shm] if shm_ok else []))
     tag = f"{_PREFIX}{os.getpid()}-"
     root = tempfile.mkdtemp(prefix=tag)
@@ -82,6 +83,22 @@ def new_dirs() -> dict:
         if not os.path.isdir(dirs[name]):
             os.mkdir(dirs[name], 0o700)
     return dirs
+
+
+#: Free bytes ``/dev/shm`` must have to hold an evaluation's exchange files: the timing pool
+#: alone may take 512 MiB (:data:`.judge.timing.POOL_BYTES`) with GPU-sized inputs, and a
+#: small ``/dev/shm`` (64 MiB in a default container) would fail the reference's first save.
+SHM_MIN_FREE = 2 * 2**30
+
+
+def _room(path: str) -> bool:
+    """True when the file system of ``path`` has :data:`SHM_MIN_FREE` bytes free (or cannot
+    tell: no ``statvfs``)."""
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError):
+        return True
+    return st.f_bavail * st.f_frsize >= SHM_MIN_FREE
 
 
 def sweep(parents: list[str]) -> None:
