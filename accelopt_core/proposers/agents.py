@@ -42,7 +42,13 @@ from accelopt_core.proposers.base import (
     Usage,
 )
 from accelopt_core.proposers.calls import CallLog
-from accelopt_core.proposers.llm import Completion, LLMClient, LLMContextError, LLMError
+from accelopt_core.proposers.llm import (
+    Completion,
+    LLMClient,
+    LLMContextError,
+    LLMError,
+    LLMUnusable,
+)
 from accelopt_core.proposers.parsing import (
     NO_CODE,
     parse_code_reply,
@@ -238,6 +244,9 @@ class AgentProposer:
         try:
             done = await self._ask("planner", values, temperature=temperature)
             plan = parse_plan_reply(done.text)
+        except LLMUnusable as exc:  # the search stops with this one message
+            log.debug("planner call failed: %s", exc)
+            return None
         except LLMError as exc:
             log.warning("planner call failed: %s", exc)
             return None

@@ -163,6 +163,7 @@ class BeamSearch:
         )
         self._inner: asyncio.Task[SearchReport] | None = None
         self._best: Candidate | None = None
+        self._report_made: SearchReport | None = None
         self._stopped_reason = "completed"
 
     # -- public API ---------------------------------------------------------------------------
@@ -210,6 +211,7 @@ class BeamSearch:
             self._stopped_reason = "cancelled"
             await self._cancel_background()
             report = self._report()
+        self._report_made = report
         if self._recorder is not None:
             await self._recorder.finish(report)
         if wait_for_memory:
@@ -221,11 +223,15 @@ class BeamSearch:
 
     async def drain(self) -> int:
         """Wait for the pending memory writes (summaries of confirmed slow->fast steps and
-        negative experiences), then close the run's folder. Returns the number of experiences
-        added by this search."""
+        negative experiences); the report's token totals then take in the summarizer's calls,
+        and the run's folder is closed. Returns the number of experiences added by this
+        search."""
         try:
             return await self._learner.drain()
         finally:
+            if self._report_made is not None:
+                tokens, cost = token_table(self._budget.usage())
+                self._report_made.tokens, self._report_made.cost_usd = tokens, cost
             await self._close_recorder()
 
     async def _close_recorder(self) -> None:

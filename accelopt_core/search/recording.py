@@ -47,6 +47,7 @@ class RunRecorder:
         self.cost_usd = 0.0
         self.run_id = ""
         self.warning: str | None = None
+        self._report: SearchReport | None = None
         self._written_calls = -1
 
     @classmethod
@@ -102,8 +103,8 @@ class RunRecorder:
         if self._log is None:
             return
         report.run_id = self.run_id
-        data = report.to_dict() | {"plans": list(self.plans)}
-        self._submit(self._log.write_report, data)
+        self._report = report
+        self._submit(self._log.write_report, report.to_dict() | {"plans": list(self.plans)})
         self._summary.update(
             finished_at=time.time(),
             stopped_reason=report.stopped_reason,
@@ -117,9 +118,12 @@ class RunRecorder:
             report.warnings.append(self.warning)
 
     async def close(self) -> None:
-        """Write the final call count and cost (summaries may have run after :meth:`finish`)
-        and stop the worker thread."""
+        """Write the final call count, cost and report (the summarizer may have run after
+        :meth:`finish`) and stop the worker thread."""
         if self._log is not None and self._written_calls != self.calls:
+            if self._report is not None:
+                data = self._report.to_dict() | {"plans": list(self.plans)}
+                self._submit(self._log.write_report, data)
             await self._flush()
         if self._pool is not None:
             pool, self._pool = self._pool, None
