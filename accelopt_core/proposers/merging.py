@@ -4,9 +4,9 @@ Models often answer with only what they changed: the launcher alone, the kernel 
 kernel and the launcher in two blocks, or a new helper kernel with the kernel that calls it.
 :func:`merge_code` folds each such block into the current source:
 
-- a block that defines every top-level function and class of the source (the harness's
-  ``get_inputs`` / ``reference`` aside) is a whole module and replaces it (it may reorder,
-  restructure or drop code);
+- a block that defines every top-level function and class of the source's code (the harness
+  aside: ``get_inputs``, ``reference`` and the helpers only they use, such as a shape table's
+  accessor) is a whole module and replaces it (it may reorder, restructure or drop code);
 - otherwise each top-level ``def`` / ``class`` (with its decorators) and each assignment to plain
   names replaces the source's statement of the same name in place; a new name is inserted
   where the block puts it (before the next statement both share, else after the previous one,
@@ -57,14 +57,17 @@ def defines_code(tree: ast.Module) -> bool:
     return any(isinstance(node, _DEFS) for node in tree.body)
 
 
-def merge_code(source: str, tree: ast.Module, blocks: list[tuple[str, ast.Module]]) -> Merged:
-    """Fold ``blocks`` (code and its AST, in reply order) into ``source`` (parsed as ``tree``).
+def merge_code(
+    source: str, tree: ast.Module, blocks: list[tuple[str, ast.Module]], entry: str | None = None
+) -> Merged:
+    """Fold ``blocks`` (code and its AST, in reply order) into ``source`` (parsed as ``tree``);
+    ``entry``: the launcher the harness times (else read from ``BENCH["entry"]``).
 
     Returns a :class:`Merged`; raises SyntaxError when a merge produced code that does not
     parse (it cannot, for blocks and a source that parse, but the caller reports it)."""
     merged = Merged(source, tree)
     for code, block in blocks:
-        if _is_whole(block, merged.tree):
+        if _is_whole(block, merged.tree, entry):
             merged = Merged(code, block, whole=True)
             continue
         text, changed, added = _merge_one(merged.source, merged.tree, code, block)
@@ -96,11 +99,59 @@ def _top_names(tree: ast.Module) -> set[str]:
     return {node.name for node in tree.body if isinstance(node, _DEFS)}
 
 
-def _is_whole(block: ast.Module, current: ast.Module) -> bool:
-    """The block redefines every top-level function and class of ``current`` outside the
-    harness."""
-    wanted = _top_names(current) - _HARNESS
+def _is_whole(block: ast.Module, current: ast.Module, entry: str | None) -> bool:
+    """The block redefines every top-level function and class of ``current``'s code (the
+    harness and its own helpers aside)."""
+    wanted = _top_names(current) - _HARNESS - _harness_only(current, entry)
     return bool(wanted) and wanted <= _top_names(block)
+
+
+def _harness_only(tree: ast.Module, entry: str | None) -> set[str]:
+    """Module-level names the harness statements use that no kernel (a ``jit``-decorated def)
+    or the launcher reaches: the harness's own helpers."""
+    binders: dict[str, list[ast.stmt]] = {}
+    for node in tree.body:
+        if not isinstance(node, IMPORT):
+            for name in bound_names(node):
+                binders.setdefault(name, []).append(node)
+    harness = [n for n in tree.body if set(bound_names(n)) & _HARNESS]
+    entry = entry or _bench_entry(harness)
+    roots = {n.name for n in tree.body if isinstance(n, FUNC_DEF) and _is_jit(n)}
+    roots |= {entry} if entry else set()
+    code = _closure(binders, roots, set(_HARNESS))
+    used = set().union(*(names_loaded(n) for n in harness)) - roots
+    return _closure(binders, used, code | _HARNESS)
+
+
+def _closure(binders: dict[str, list[ast.stmt]], starts: set[str], skip: set[str]) -> set[str]:
+    """Names reachable from ``starts`` through the names their statements read, never
+    entering ``skip``."""
+    seen: set[str] = set()
+    stack = list(starts)
+    while stack:
+        name = stack.pop()
+        if name in seen or name in skip:
+            continue
+        seen.add(name)
+        for node in binders.get(name, []):
+            stack.extend(names_loaded(node))
+    return seen
+
+
+def _is_jit(node: ast.stmt) -> bool:
+    """A def decorated with something named ``jit`` (``triton.jit``, ``nki.jit``, ...)."""
+    return any("jit" in ast.unparse(d) for d in getattr(node, "decorator_list", []))
+
+
+def _bench_entry(harness: list[ast.stmt]) -> str | None:
+    """The plain name ``BENCH = {"entry": name, ...}`` gives, or None."""
+    for node in harness:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(value, ast.Dict):
+            for key, item in zip(value.keys, value.values, strict=False):
+                if isinstance(key, ast.Constant) and key.value == "entry":
+                    return item.id if isinstance(item, ast.Name) else None
+    return None
 
 
 def _span(node: ast.stmt) -> tuple[int, int]:

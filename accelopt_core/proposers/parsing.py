@@ -127,7 +127,7 @@ def _code_from_blocks(answer: str, current_source: str, entry: str | None) -> Sa
     if not isinstance(current, ast.Module):  # nothing to merge into: the last block is it
         return usable[-1]
     try:
-        merged = merge_code(current_source, current, usable)
+        merged = merge_code(current_source, current, usable, entry)
     except SyntaxError as exc:
         return Sample(None, error=_describe(exc, "the merged source"))
     unused = unused_additions(merged)
@@ -186,8 +186,8 @@ def _find(src: list[str], search: list[str], key, near: int | None = None) -> in
     """Where ``search`` matches a run of ``src`` (compared by ``key``): the first match, or
     with ``near`` (a 0-based line) the match closest to it; -1 when none."""
     n = len(search)
-    want = [key(s) for s in search]
-    found = [i for i in range(len(src) - n + 1) if [key(s) for s in src[i : i + n]] == want]
+    want, keys = [key(s) for s in search], [key(s) for s in src]
+    found = [i for i in range(len(src) - n + 1) if keys[i : i + n] == want]
     if not found:
         return -1
     return found[0] if near is None else min(found, key=lambda i: (abs(i - near), i))
