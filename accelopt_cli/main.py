@@ -1,9 +1,9 @@
-"""The ``accelopt`` command line: optimize, profile, memory, target, config, bench.
+"""The ``accelopt`` command line: optimize, profile, memory, runs, target, config, bench.
 
 This module builds the parser, loads the settings and dispatches to the command's module
 (:mod:`~accelopt_cli.optimize`, :mod:`~accelopt_cli.profile`, :mod:`~accelopt_cli.memory`,
-:mod:`~accelopt_cli.target`, :mod:`~accelopt_cli.config`); terminal rendering lives in
-:mod:`accelopt_cli.render`.
+:mod:`~accelopt_cli.runs`, :mod:`~accelopt_cli.target`, :mod:`~accelopt_cli.config`); terminal
+rendering lives in :mod:`accelopt_cli.render` (and :mod:`accelopt_cli.render_runs`).
 
 Settings come from the same typed model and the same files as the server's
 (:mod:`accelopt_core.configfiles`), lowest precedence first: defaults, the user config
@@ -34,6 +34,7 @@ from accelopt_cli.config import run_config_command
 from accelopt_cli.memory import add_memory_parser, run_memory_command
 from accelopt_cli.optimize import run_optimize_command
 from accelopt_cli.profile import run_profile_command
+from accelopt_cli.runs import add_runs_parser, run_runs_command
 from accelopt_cli.target import add_target_parser, run_target_command
 from accelopt_core import __version__
 from accelopt_core.configfiles import (
@@ -208,6 +209,9 @@ def _add_optimize_parser(sub: Any) -> None:
     opt.add_argument(
         "--write", action="store_true", help="write the best candidate into the kernel module"
     )
+    opt.add_argument(
+        "--verbose", "-v", action="store_true", help="print every failed candidate's reason in full"
+    )
     _add_gpu_option(opt)
     _add_common_options(opt)
 
@@ -251,8 +255,8 @@ def _add_config_parser(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``accelopt`` (sub-commands optimize, profile, memory, target,
-    config, bench)."""
+    """The argument parser of ``accelopt`` (sub-commands optimize, profile, memory, runs,
+    target, config, bench)."""
     parser = argparse.ArgumentParser(
         prog="accelopt",
         description="Optimize Triton and NKI kernels with beam search and an optimization memory.",
@@ -262,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optimize_parser(sub)
     _add_profile_parser(sub)
     add_memory_parser(sub)
+    add_runs_parser(sub)
     add_target_parser(sub)
     _add_config_parser(sub)
     add_bench_parser(
@@ -281,6 +286,7 @@ COMMANDS: dict[str, Any] = {
     "optimize": run_optimize_command,
     "profile": run_profile_command,
     "memory": run_memory_command,
+    "runs": run_runs_command,
     "target": run_target_command,
     "config": run_config_command,
     **BENCH_COMMANDS,

@@ -2,9 +2,12 @@
 
 Runs one search through :class:`accelopt_core.engine.Engine` with a live progress line on a
 terminal (none with ``--json`` or when stderr is not a terminal), then prints the ranked verified
-candidates and the best one's diff, or one JSON report with ``--json``; ``--write`` writes the best
-candidate into the kernel module (PATH, or the module a harness PATH measures; never the harness). Exit status 0 when the baseline was usable, 1 otherwise (file, kernel or
-target unusable, or an incorrect baseline).
+candidates, the failed candidates (a short table; every reason in full with ``--verbose``) and the
+best one's diff, or one JSON report with ``--json`` (``failed_candidates`` lists every failure);
+``--write`` writes the best candidate into the kernel module (PATH, or the module a harness PATH
+measures; never the harness). Exit status 0 when the baseline was usable, 1 otherwise (file,
+kernel or target unusable, an incorrect baseline, or an LLM no call can reach: a missing or
+rejected API key, said once).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from accelopt_cli import render
+from accelopt_cli import render, render_runs
 from accelopt_cli.kernel_args import choose_kernel, load_kernel
 from accelopt_cli.render_device import ranking_needs_timing
 from accelopt_core import devicefacts
@@ -46,15 +49,24 @@ async def optimize(args: argparse.Namespace, settings: Settings, out: Console, e
     report = await run_search(args, settings, kf, kernel, err)
     if report is None:
         return 1
+    unusable = report.stopped_reason.startswith("LLM unusable")
     if args.json:
         data = report.to_dict()
         data["tokens"] = report.tokens
         data.update(render.workload_fields(kf))
         data.pop("original_source", None)
         print(json.dumps(data, indent=2))
-    else:
+    elif not unusable:  # no LLM call can succeed: the one message below says why
         render.print_workload(out, kf)
         render.print_search_report(out, err, report, kf, report.kernel_name, kf.path)
+        render_runs.print_failures(
+            out, report.failed_candidates, verbose=getattr(args, "verbose", False)
+        )
+        if report.run_id:
+            out.print(f"[dim]run kept: accelopt runs show {report.run_id}[/]")
+    if unusable:
+        err.print(f"[red]error:[/] {escape(report.stopped_reason)}", soft_wrap=True)
+        return 1
     if args.write and report.best and write_best(kf, report, err) is None:
         return 1
     if report.baseline.result.status != "ok":

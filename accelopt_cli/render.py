@@ -51,7 +51,7 @@ def print_diagnostics(err: Console, kf: KernelFile, path: str) -> None:
 
 class SearchProgress:
     """Live terminal view of a running search: iteration, candidates evaluated (and correct),
-    the best speedup so far and the baseline. Feed it the search's events with :meth:`on_event`;
+    failed samples and candidates, the best speedup so far and the baseline. Feed it the search's events with :meth:`on_event`;
     rich renders it through :meth:`__rich__`."""
 
     def __init__(self, kernel: str, iterations: int) -> None:
@@ -60,6 +60,7 @@ class SearchProgress:
         self.iteration = 0
         self.evaluated = 0
         self.ok = 0
+        self.failed = 0
         self.best: float | None = None
         self.best_title = ""
         self.baseline = ""
@@ -75,6 +76,8 @@ class SearchProgress:
         elif isinstance(event, s.CandidateEvaluated):
             self.evaluated += 1
             self.ok += event.candidate.result.ok
+        elif isinstance(event, s.CandidateFailed):
+            self.failed += 1
         elif isinstance(event, s.NewBest):
             self.best = event.speedup
             self.best_title = event.candidate.plan_title
@@ -85,7 +88,7 @@ class SearchProgress:
         table.add_row(
             f"[bold]{self.kernel}[/]",
             f"iteration {self.iteration}/{self.iterations}",
-            f"evaluated {self.evaluated} ({self.ok} correct)",
+            f"evaluated {self.evaluated} ({self.ok} correct, {self.failed} failed)",
             f"best {best}",
         )
         if self.baseline:
@@ -399,8 +402,9 @@ def print_hacks(out: Console, exps: list[Experience], title: str) -> None:
 
 
 def print_experience(out: Console, exp: Experience) -> None:
-    """One experience in full: a header panel, its rule, its plan, what it changed on the GPU
-    (registers, occupancy, spills, shared memory, SASS; issue 21) and the slow -> fast diff."""
+    """One experience in full: a header panel, its rule, why a negative failed (issue 30), its
+    plan, what it changed on the GPU (registers, occupancy, spills, shared memory, SASS; issue
+    21) and the slow -> fast diff."""
     sign = "positive" if exp.positive else "negative"
     if exp.hack:
         sign = f"reward hack caught by: {exp.hack}"
@@ -416,6 +420,9 @@ def print_experience(out: Console, exp: Experience) -> None:
     out.print(Panel(head, title="experience", title_align="left"))
     out.print("[bold]rule[/]")
     out.print(escape(exp.rule) or "(none)")
+    if exp.reason:
+        out.print("[bold]why it failed[/]")
+        out.print(escape(exp.reason), highlight=False)
     if exp.plan.strip():
         out.print("[bold]plan[/]")
         out.print(escape(exp.plan))
