@@ -214,6 +214,8 @@ def test_the_judge_reads_the_python_environment_but_not_the_home_directory(
             "/dev/null": attempt(write("/dev/null")),
             "the test's directory": attempt(write(outside)),
             "home listing": attempt(lambda: os.listdir(home)),
+            "/dev listing": attempt(lambda: os.listdir("/dev")),  # raw disks are not readable
+            "/dev/urandom": attempt(lambda: open("/dev/urandom", "rb").read(8)),
             "python import": "ok" if numpy.returncode == 0 else numpy.stderr.decode()[-300:],
         }
 
@@ -227,6 +229,8 @@ def test_the_judge_reads_the_python_environment_but_not_the_home_directory(
         "/dev/null": "ok",
         "the test's directory": "EACCES",
         "home listing": "EACCES",
+        "/dev listing": "EACCES",
+        "/dev/urandom": "ok",
         "python import": "ok",
     }
 

@@ -1,7 +1,8 @@
 """What a sandboxed process may read and write (issue 34).
 
 - Read (and execute): everything outside the home directories (``/home``, ``/root``,
-  ``/Users``, ``$HOME`` and the account's home in the password database), plus, inside them,
+  ``/Users``, ``$HOME`` and the account's home in the password database) and ``/dev`` (of
+  which only :data:`DEV_READABLE` and the device nodes below), plus, inside the homes,
   the Python environment (``sys.prefix`` and its base, every ``sys.path`` entry, the sources of
   editable installs) and the directories named by ``PATH``, ``LD_LIBRARY_PATH``,
   ``PYTHONPATH``, ``CUDA_HOME`` and the ``TRITON_*``/``NEURON_*``/``CUDA_*`` path variables:
@@ -23,6 +24,9 @@ HOME_ROOTS = ("/home", "/root", "/Users")
 #: Variables whose values are directories (``os.pathsep`` lists) the stack reads.
 PATH_VARS = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX")
 PATH_PREFIXES = ("TRITON_", "NEURON_", "CUDA_")
+
+#: The device nodes anyone may read; the rest of ``/dev`` (raw disks, ...) is not readable.
+DEV_READABLE = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 #: Device nodes a candidate may open for writing (those present), by glob.
 DEVICE_GLOBS = (
@@ -114,8 +118,8 @@ def readable(environ: Mapping[str, str], writable: Iterable[str] = ()) -> list[s
     granted by its own rule)."""
     excluded = homes(environ)
     skip = set(writable)
-    everything = everything_but(excluded) + inside_homes(environ, excluded)
-    return [p for p in everything if p not in skip]
+    everything = everything_but([*excluded, "/dev"]) + inside_homes(environ, excluded)
+    return [p for p in everything + list(DEV_READABLE) if p not in skip]
 
 
 def device_nodes() -> list[str]:
