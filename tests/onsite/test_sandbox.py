@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from accelopt_core.onsite.runtime.device import gpu_visible
 from accelopt_core.onsite.sandbox import (
     bwrap,
     environment,
@@ -191,6 +192,18 @@ def test_landlock_allows_writes_only_beneath_the_writable_paths(tmp_path: Path) 
     assert not outside.exists()
 
 
+class FakeCudaTorch:
+    """Stands for a CUDA build of torch in :func:`gpu_visible` (which reads only
+    ``torch.version.cuda``)."""
+
+    class version:  # noqa: N801 - torch's own spelling
+        cuda = "12.8"
+
+
+def _cuda_node() -> bool:
+    return any(n.startswith("nvidia") and n[6:].isdigit() for n in os.listdir("/dev"))
+
+
 @needs_landlock
 def test_the_judge_reads_the_python_environment_but_not_the_home_directory(
     tmp_path: Path,
@@ -214,8 +227,10 @@ def test_the_judge_reads_the_python_environment_but_not_the_home_directory(
             "/dev/null": attempt(write("/dev/null")),
             "the test's directory": attempt(write(outside)),
             "home listing": attempt(lambda: os.listdir(home)),
-            "/dev listing": attempt(lambda: os.listdir("/dev")),  # raw disks are not readable
+            "/dev listing": attempt(lambda: os.listdir("/dev")),  # CUDA's nodes are found so
             "/dev/urandom": attempt(lambda: open("/dev/urandom", "rb").read(8)),
+            "/dev/kmsg": attempt(lambda: open("/dev/kmsg", "rb")),  # nor a raw disk
+            "gpu_visible": gpu_visible(FakeCudaTorch) == _cuda_node(),
             "python import": "ok" if numpy.returncode == 0 else numpy.stderr.decode()[-300:],
         }
 
@@ -229,8 +244,10 @@ def test_the_judge_reads_the_python_environment_but_not_the_home_directory(
         "/dev/null": "ok",
         "the test's directory": "EACCES",
         "home listing": "EACCES",
-        "/dev listing": "EACCES",
+        "/dev listing": "ok",
         "/dev/urandom": "ok",
+        "/dev/kmsg": "EACCES",
+        "gpu_visible": True,
         "python import": "ok",
     }
 

@@ -116,10 +116,16 @@ def _add(libc, attr_class, ruleset: int, path: str, access: int) -> bool:
     return True
 
 
-def ruleset(readable: Iterable[str], writable: Iterable[str], version: int | None = None) -> int:
+def ruleset(
+    readable: Iterable[str],
+    writable: Iterable[str],
+    version: int | None = None,
+    listable: Iterable[str] = (),
+) -> int:
     """A new ruleset (its fd, close-on-exec): read and execute only beneath ``readable`` and
     ``writable``, write (create, remove, rename into, truncate) only beneath ``writable`` (a
-    file in either list: that file alone); missing paths are skipped. From ABI 6 also scoped:
+    file in either list: that file alone), list (names only) beneath ``listable``; missing
+    paths are skipped. From ABI 6 also scoped:
     no signals to, and no abstract Unix sockets of, processes outside the domain. Enforce it
     with :func:`enforce`; more paths with :func:`grant`.
 
@@ -140,6 +146,7 @@ def ruleset(readable: Iterable[str], writable: Iterable[str], version: int | Non
     try:
         grant(fd, writable, handled(version))
         grant(fd, readable, READ)
+        grant(fd, listable, READ_DIR)
     except BaseException:
         os.close(fd)
         raise

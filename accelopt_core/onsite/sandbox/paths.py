@@ -2,7 +2,8 @@
 
 - Read (and execute): everything outside the home directories (``/home``, ``/root``,
   ``/Users``, ``$HOME`` and the account's home in the password database) and ``/dev`` (of
-  which only :data:`DEV_READABLE` and the device nodes below), plus, inside the homes,
+  which only :data:`DEV_READABLE` and the device nodes below; its names may be listed),
+  plus, inside the homes,
   the Python environment (``sys.prefix`` and its base, every ``sys.path`` entry, the sources of
   editable installs) and the directories named by ``PATH``, ``LD_LIBRARY_PATH``,
   ``PYTHONPATH``, ``CUDA_HOME`` and the ``TRITON_*``/``NEURON_*``/``CUDA_*`` path variables:
@@ -25,8 +26,11 @@ HOME_ROOTS = ("/home", "/root", "/Users")
 PATH_VARS = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX")
 PATH_PREFIXES = ("TRITON_", "NEURON_", "CUDA_")
 
-#: The device nodes anyone may read; the rest of ``/dev`` (raw disks, ...) is not readable.
+#: The device nodes anyone may read; the rest of ``/dev`` (raw disks, the kernel log, ...) is
+#: not readable, only listable (:data:`LISTABLE`: the stack looks for ``/dev/nvidia0`` and
+#: ``/dev/neuron*`` there).
 DEV_READABLE = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+LISTABLE = ("/dev",)
 
 #: Device nodes a candidate may open for writing (those present), by glob.
 DEVICE_GLOBS = (

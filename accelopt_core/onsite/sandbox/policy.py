@@ -95,7 +95,8 @@ def setup_worker() -> dict:
     if (STATE["filesystem"] or "").startswith("landlock"):
         writable = STATE["scratch"] + STATE["caches"] + paths.device_nodes()
         try:
-            STATE["ruleset"] = landlock.ruleset(paths.readable(os.environ, writable), writable)
+            readable = paths.readable(os.environ, writable)
+            STATE["ruleset"] = landlock.ruleset(readable, writable, listable=paths.LISTABLE)
         except OSError as exc:
             STATE["filesystem"], STATE["filesystem_why"] = None, f"Landlock failed: {exc}"
     return STATE
