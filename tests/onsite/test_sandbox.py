@@ -141,6 +141,20 @@ def test_the_api_key_variables_never_reach_a_worker_even_when_named(monkeypatch)
     assert env["EXTRA_VAR"] == "x"
 
 
+def test_the_names_the_user_adds_travel_to_the_ssh_agent_but_no_api_key() -> None:
+    from accelopt_core.targets.ssh.agent import remote_command
+    from accelopt_core.targets.ssh.target import SSHTarget
+
+    settings = Settings.model_validate(
+        {"target": "ssh://me@box", "evaluation": {"environment": ["MY_VAR", "OPENAI_API_KEY"]}}
+    )
+    command = remote_command("python3", None, "0", SSHTarget(settings)._env)
+    assert f"{environment.KEEP_VAR}=MY_VAR " in command and "OPENAI_API_KEY" not in command
+    # the agent starts each worker with them (its own environment: what the command set)
+    _, env = launch.worker_command(["python3"], {environment.KEEP_VAR: "MY_VAR", "MY_VAR": "1"})
+    assert env["MY_VAR"] == "1"
+
+
 def test_a_setting_that_names_no_variable_is_replaced_by_the_default() -> None:
     from accelopt_core.settings import load_settings
 
