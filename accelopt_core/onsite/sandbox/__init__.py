@@ -9,5 +9,8 @@
 - :mod:`.netns` and :mod:`.seccomp`: no network (a new user + network namespace, else a
   seccomp filter refusing ``socket()`` for AF_INET/AF_INET6).
 - :mod:`.bwrap`: bubblewrap around the worker where the kernel has no usable Landlock.
+- :mod:`.paths`: what may be read and written; :mod:`.scratch`: the worker's scratch roots and
+  the sweep of those a killed worker left.
+- :mod:`.launch`: the command and environment a starter runs a worker with.
 - :mod:`.policy`: what the worker and the judge apply, and the warning when a part is missing.
 """
