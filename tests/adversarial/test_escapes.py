@@ -248,6 +248,12 @@ def test_profile_warns_once_when_the_sandbox_is_off(tmp_path: Path) -> None:
     said = " ".join(off.stderr.split())  # rich wraps long lines
     assert said.count(NOTE_PREFIX.strip()) == 1, said
     assert "no filesystem confinement" in said and "no network isolation" in said
-    if landlock.abi() >= landlock.MIN_ABI:
-        on = _profile(path, tmp_path)
+    if landlock.abi() >= landlock.MIN_ABI:  # a fresh directory: no cached verdict
+        other = tmp_path / "on"
+        other.mkdir()
+        (other / "softmax.py").write_text(SOFTMAX.read_text())
+        on = _profile(other / "softmax.py", other)
         assert on.returncode == 0 and NOTE_PREFIX not in on.stderr, on.stderr[-2000:]
+    # the verdict cached by the first run is served without a warning about how it ran
+    again = _profile(path, tmp_path)
+    assert again.returncode == 0 and NOTE_PREFIX not in again.stderr, again.stderr[-2000:]
