@@ -72,7 +72,7 @@ def _filesystem(off: set[str]) -> tuple[str | None, str | None]:
             f" (needs ABI {landlock.MIN_ABI}: Linux 5.19 or later)"
         )
     _, no_bwrap = (None, "bubblewrap turned off") if "bwrap" in off else bwrap.usable()
-    return None, f"{why}; {no_bwrap}"
+    return None, f"{why}; {no_bwrap or 'bubblewrap did not start this worker'}"
 
 
 def setup_worker() -> dict:
