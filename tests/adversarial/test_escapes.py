@@ -24,12 +24,13 @@ import pwd
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from accelopt_core.onsite.gate.precheck import precheck
-from accelopt_core.onsite.sandbox import landlock
+from accelopt_core.onsite.sandbox import bwrap, landlock
 from accelopt_core.onsite.sandbox.environment import OFF_VAR
 from accelopt_core.onsite.sandbox.policy import NOTE_PREFIX
 from tests.adversarial.hacks import (
@@ -136,32 +137,21 @@ asyncio.run(main())
 """
 
 
-@pytest.fixture(scope="module")
-def escapes(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Every escape through warm workers with the gate judging nothing, the four that pass the
-    gate with the gate in front, two through a cold worker; the marker, the listener's
-    connections and the secret."""
-    work = tmp_path_factory.mktemp("escapes")
+def _drive(work: Path, jobs: Callable[[str, int], list[dict]], **env_extra: str) -> dict:
+    """Run ``jobs`` (made by ``jobs(marker, port)``) through :data:`_DRIVER` in a process whose
+    environment holds an API key; the results, the markers found outside the scratch
+    directories, the connections the test's listener got, the secret and the output."""
     marker = f"accelopt-escape-{uuid.uuid4().hex[:12]}"
     secret = f"sk-accelopt-{uuid.uuid4().hex}"
     srv = listener()
-    port = srv.getsockname()[1]
-    jobs = []
-    for name in ESCAPES:
-        source = escape_source(name, marker, port)
-        jobs.append({"key": f"{name}/runtime", "source": source, "via": "self", "warm": True})
-        if GATE[name] is None:
-            jobs.append({"key": f"{name}/gate", "source": source, "via": "gate", "warm": True})
-    for name in ("escape_proc_environ", "escape_etree_home"):
-        source = escape_source(name, marker, port)
-        jobs.append({"key": f"{name}/cold", "source": source, "via": "self", "warm": False})
     env = dict(os.environ, OPENAI_API_KEY=secret, ACCELOPT_SHAPE="small")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.pop(OFF_VAR, None)
+    env.update(env_extra)
     try:
         done = subprocess.run(
             [sys.executable, "-c", _DRIVER, str(SOFTMAX)],
-            input=json.dumps(jobs),
+            input=json.dumps(jobs(marker, srv.getsockname()[1])),
             capture_output=True,
             text=True,
             env=env,
@@ -169,9 +159,8 @@ def escapes(tmp_path_factory: pytest.TempPathFactory) -> dict:
             timeout=900,
         )
         assert done.returncode == 0, done.stderr[-3000:]
-        results = json.loads(done.stdout.strip().splitlines()[-1])
         return {
-            "results": results,
+            "results": json.loads(done.stdout.strip().splitlines()[-1]),
             "escaped": [str(p) for p in _places(marker, work) if p.exists()],
             "connections": connections(srv),
             "secret": secret,
@@ -182,6 +171,25 @@ def escapes(tmp_path_factory: pytest.TempPathFactory) -> dict:
         for path in _places(marker, work):  # a failed sandbox must not leave them behind
             if path.is_file():
                 path.unlink()
+
+
+def _job(name: str, marker: str, port: int, via: str, warm: bool, key: str) -> dict:
+    source = SOFTMAX.read_text() if name == "original" else escape_source(name, marker, port)
+    return {"key": f"{name}/{key}", "source": source, "via": via, "warm": warm}
+
+
+@pytest.fixture(scope="module")
+def escapes(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Every escape through warm workers with the gate judging nothing, the four that pass the
+    gate with the gate in front, two through a cold worker."""
+
+    def jobs(marker: str, port: int) -> list[dict]:
+        out = [_job(n, marker, port, "self", True, "runtime") for n in ESCAPES]
+        out += [_job(n, marker, port, "gate", True, "gate") for n in ESCAPES if GATE[n] is None]
+        cold = ("escape_proc_environ", "escape_etree_home")
+        return out + [_job(n, marker, port, "self", False, "cold") for n in cold]
+
+    return _drive(tmp_path_factory.mktemp("escapes"), jobs)
 
 
 @pytest.mark.slow
@@ -257,3 +265,38 @@ def test_profile_warns_once_when_the_sandbox_is_off(tmp_path: Path) -> None:
     # the verdict cached by the first run is served without a warning about how it ran
     again = _profile(path, tmp_path)
     assert again.returncode == 0 and NOTE_PREFIX not in again.stderr, again.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_bubblewrap_in_place_of_landlock_ranks_the_original_and_stops_escapes(
+    tmp_path: Path,
+) -> None:
+    """Where the kernel has no Landlock (turned off here), the starters run the worker under
+    bubblewrap: the original still evaluates, the escapes still leave nothing behind."""
+    path, why = bwrap.usable()
+    if path is None:
+        pytest.skip(why)
+    names = ("escape_etree_home", "escape_proc_environ", "escape_xml_url", "escape_pydoc_shell")
+
+    def jobs(marker: str, port: int) -> list[dict]:
+        out = [_job("original", marker, port, "self", True, "bwrap")]
+        return out + [_job(n, marker, port, "gate", True, "bwrap") for n in names]
+
+    run = _drive(tmp_path, jobs, **{OFF_VAR: "landlock"})
+    assert run["escaped"] == [] and run["connections"] == 0
+    assert run["secret"] not in run["output"]
+    original = run["results"].pop("original/bwrap")
+    assert original["status"] == "ok", original["message"]
+    assert not any(w.startswith(NOTE_PREFIX) for w in original["warnings"])  # a whole sandbox
+    # under bubblewrap a write into the private /tmp succeeds and vanishes with the worker, and
+    # /proc is the worker's own PID namespace (no process there holds the key)
+    stopped = {
+        "escape_etree_home": "Read-only file system",
+        "escape_xml_url": "Connection refused",
+        "escape_proc_environ": None,
+        "escape_pydoc_shell": None,
+    }
+    for key, result in run["results"].items():
+        text = stopped[key.split("/")[0]]
+        assert text is None or text in (result["message"] or ""), (key, result["message"])
+        assert (result["status"] == "ok") == (text is None), (key, result["message"])
