@@ -28,6 +28,7 @@ from accelopt_core.kernelfile import KernelFile
 from accelopt_core.memory import Experience, timing_label
 from accelopt_core.onsite.judge.compare import shape_text
 from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.onsite.sandbox.policy import warning_in
 from accelopt_core.search.report import HOST_TIMING_NOTES, metrics_lines
 from accelopt_core.textdiff import unified_diff
 
@@ -489,6 +490,9 @@ def print_target_report(out: Console, err: Console, report: dict[str, Any]) -> N
         out.print(f"check kernel ({report.get('kernel')} add){eval_s}: {result.summary()}")
         if result.device:
             out.print(f"ran on: {result.device}")
+        unconfined = warning_in(result.warnings)  # candidates would run unconfined there
+        if unconfined is not None:
+            err.print(f"[yellow]warning:[/] {escape(unconfined)}", soft_wrap=True)
     _print_nki(out, report)
     if report["ok"]:
         out.print("[green]ok[/]: the target works end to end")

@@ -212,6 +212,22 @@ class EvaluationSettings(_Model):
         "'auto').",
     )
 
+    environment: list[str] = Field(
+        default_factory=list,
+        description="Extra environment variables passed to the processes that run candidates "
+        "(names, or prefixes as 'MYLIB_*'), beyond the sandbox's allowlist (PATH, locale, "
+        "LD_LIBRARY_PATH, PYTHON*, TRITON_*, CUDA_*, NVIDIA_*, NEURON_*, ...). The API-key "
+        "variables of accelopt.llm are never passed.",
+    )
+
+    @field_validator("environment")
+    @classmethod
+    def _check_environment(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", v.strip())]
+        if bad:
+            raise ValueError(f"not a variable name or NAME_* prefix: {', '.join(bad)}")
+        return [v.strip() for v in value]
+
     @field_validator("sizes")
     @classmethod
     def _check_sizes(cls, value: str) -> str:

@@ -22,6 +22,7 @@ from accelopt_core.evaluation.derived import used_shapes
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.kernelfile.workload import eval_keywords
 from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.onsite.sandbox.policy import warning_in
 from accelopt_core.proposers.offline_tunables import timing_ignores_launch_params
 from accelopt_core.search.candidate import Candidate, launch_only_change, slower_of
 from accelopt_core.search.events import CandidateEvaluated, Subscribers
@@ -102,6 +103,9 @@ class Trials:
             meanwhile,
         )
         self._tally.evaluated += 1
+        unconfined = warning_in(result.warnings)  # the same target runs every candidate
+        if unconfined is not None:
+            self._tally.warn(unconfined)
         cand = Candidate.baseline(source, result)
         self.seen[cand.id] = cand
         self.baseline = cand

@@ -145,6 +145,7 @@ class SearchJobsFeature(LanguageFeature):
             self.ctx.feature(ResultsFeature).store(job.uri, job.kernel, report)
             for warning in report.warnings:
                 log.warning("%s: %s", job.kernel, warning)
+            self.ctx.warn_once(report.warnings)  # candidates ran unconfined: once a session
         summary = _summary(job)
         if job.progress_token is not None:  # 100% first: an end carries no percentage
             self.ctx.progress.report(
