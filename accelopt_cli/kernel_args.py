@@ -1,5 +1,6 @@
 """The kernel-file arguments shared by ``accelopt optimize`` and ``accelopt profile``: ``PATH``
-(load the file, print its diagnostics), ``--harness`` (a harness in its own file) and
+(load the file, print its diagnostics), ``--harness`` (a harness in its own file),
+``--dataset`` (the FlashInfer-Bench dataset of a solution JSON) and
 ``--kernel`` (which kernel of the file)."""
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from accelopt_core.kernelfile import KernelFile, KernelFileError
 from accelopt_core.kernelfile.workload import load_workload
 
 
-def load_kernel(path: str, err: Console, harness: str | None = None) -> KernelFile | None:
+def load_kernel(
+    path: str, err: Console, harness: str | None = None, dataset: str | None = None
+) -> KernelFile | None:
     """Load the kernel module of ``path`` and print its diagnostics on ``err``.
 
     ``path`` is a kernel file (its harness inside, or ``harness`` naming a harness file or a
@@ -22,9 +25,10 @@ def load_kernel(path: str, err: Console, harness: str | None = None) -> KernelFi
     (:func:`accelopt_core.kernelfile.workload.load_workload`; imports resolve from the file's
     package root, the working directory and the harness's directory). Returns None (after
     printing why) when a file cannot be read or parsed, has an error diagnostic, or the kernel
-    module holds no kernel."""
+    module holds no kernel. A FlashInfer-Bench solution JSON is bound to its definition and
+    workloads in the dataset above it, or in ``dataset``."""
     try:
-        kf = load_workload(path, harness=harness, workspace=[Path.cwd()])
+        kf = load_workload(path, harness=harness, workspace=[Path.cwd()], dataset=dataset)
     except KernelFileError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         return None

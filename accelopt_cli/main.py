@@ -1,9 +1,9 @@
-"""The ``accelopt`` command line: optimize, profile, memory, target, config.
+"""The ``accelopt`` command line: optimize, profile, memory, runs, target, config, bench.
 
 This module builds the parser, loads the settings and dispatches to the command's module
 (:mod:`~accelopt_cli.optimize`, :mod:`~accelopt_cli.profile`, :mod:`~accelopt_cli.memory`,
-:mod:`~accelopt_cli.target`, :mod:`~accelopt_cli.config`); terminal rendering lives in
-:mod:`accelopt_cli.render`.
+:mod:`~accelopt_cli.runs`, :mod:`~accelopt_cli.target`, :mod:`~accelopt_cli.config`); terminal
+rendering lives in :mod:`accelopt_cli.render` (and :mod:`accelopt_cli.render_runs`).
 
 Settings come from the same typed model and the same files as the server's
 (:mod:`accelopt_core.configfiles`), lowest precedence first: defaults, the user config
@@ -29,10 +29,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from accelopt_cli.bench import BENCH_COMMANDS, add_bench_parser
 from accelopt_cli.config import run_config_command
 from accelopt_cli.memory import add_memory_parser, run_memory_command
 from accelopt_cli.optimize import run_optimize_command
 from accelopt_cli.profile import run_profile_command
+from accelopt_cli.runs import add_runs_parser, run_runs_command
 from accelopt_cli.target import add_target_parser, run_target_command
 from accelopt_core import __version__
 from accelopt_core.configfiles import (
@@ -189,37 +191,53 @@ _HARNESS_HELP = (
     "the entry from PATH), or a KernelBench problem whose Model is the reference of PATH's ModelNew"
 )
 
+_DATASET_HELP = (
+    "the FlashInfer-Bench dataset (definitions/, workloads/) of a solution JSON PATH "
+    "(default: the dataset the solution sits in)"
+)
+
 
 def _add_optimize_parser(sub: Any) -> None:
     opt = sub.add_parser("optimize", help="beam-search faster versions of a kernel")
     opt.add_argument("path", help="kernel file, or a harness file that imports its kernel")
     opt.add_argument("--harness", help=_HARNESS_HELP)
+    opt.add_argument("--dataset", metavar="ROOT", help=_DATASET_HELP)
     opt.add_argument(
         "--kernel", help="kernel to optimize (default: the one BENCH's entry launches)"
     )
-    opt.add_argument("--iterations", "-T", type=int, help="iterations T")
-    opt.add_argument("--beam", "-B", type=int, help="beam width B")
-    opt.add_argument("--plans", "-N", type=int, help="plans per candidate N")
-    opt.add_argument("--samples", "-K", type=int, help="samples per plan K")
-    opt.add_argument("--max-tokens", type=int, help="token budget")
-    opt.add_argument("--max-wall-s", type=float, help="wall-time budget in seconds")
-    opt.add_argument("--llm-base-url", help="OpenAI-compatible endpoint")
-    opt.add_argument("--llm-model", help="model name (enables the LLM agents)")
-    opt.add_argument("--api-key-env", help="environment variable holding the API key")
-    opt.add_argument(
-        "--offline", action="store_true", help="ignore any LLM settings; tune launch parameters"
-    )
+    add_search_options(opt)
     opt.add_argument(
         "--write", action="store_true", help="write the best candidate into the kernel module"
     )
+    opt.add_argument(
+        "--verbose", "-v", action="store_true", help="print every failed candidate's reason in full"
+    )
     _add_gpu_option(opt)
     _add_common_options(opt)
+
+
+def add_search_options(p: argparse.ArgumentParser) -> None:
+    """The search's flags (``-T/-B/-N/-K``, budgets, the LLM, ``--offline``) of ``optimize``
+    and ``bench``."""
+    p.add_argument("--iterations", "-T", type=int, help="iterations T")
+    p.add_argument("--beam", "-B", type=int, help="beam width B")
+    p.add_argument("--plans", "-N", type=int, help="plans per candidate N")
+    p.add_argument("--samples", "-K", type=int, help="samples per plan K")
+    p.add_argument("--max-tokens", type=int, help="token budget")
+    p.add_argument("--max-wall-s", type=float, help="wall-time budget in seconds")
+    p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint")
+    p.add_argument("--llm-model", help="model name (enables the LLM agents)")
+    p.add_argument("--api-key-env", help="environment variable holding the API key")
+    p.add_argument(
+        "--offline", action="store_true", help="ignore any LLM settings; tune launch parameters"
+    )
 
 
 def _add_profile_parser(sub: Any) -> None:
     prof = sub.add_parser("profile", help="evaluate the file as it is (correctness + latency)")
     prof.add_argument("path", help="kernel file, or a harness file that imports its kernel")
     prof.add_argument("--harness", help=_HARNESS_HELP)
+    prof.add_argument("--dataset", metavar="ROOT", help=_DATASET_HELP)
     prof.add_argument("--kernel")
     _add_gpu_option(prof)
     _add_common_options(prof)
@@ -237,8 +255,8 @@ def _add_config_parser(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``accelopt`` (sub-commands optimize, profile, memory, target,
-    config)."""
+    """The argument parser of ``accelopt`` (sub-commands optimize, profile, memory, runs,
+    target, config, bench)."""
     parser = argparse.ArgumentParser(
         prog="accelopt",
         description="Optimize Triton and NKI kernels with beam search and an optimization memory.",
@@ -248,8 +266,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optimize_parser(sub)
     _add_profile_parser(sub)
     add_memory_parser(sub)
+    add_runs_parser(sub)
     add_target_parser(sub)
     _add_config_parser(sub)
+    add_bench_parser(
+        sub,
+        search_options=add_search_options,
+        gpu_option=_add_gpu_option,
+        common_options=_add_common_options,
+    )
     return parser
 
 
@@ -261,8 +286,10 @@ COMMANDS: dict[str, Any] = {
     "optimize": run_optimize_command,
     "profile": run_profile_command,
     "memory": run_memory_command,
+    "runs": run_runs_command,
     "target": run_target_command,
     "config": run_config_command,
+    **BENCH_COMMANDS,
 }
 
 

@@ -2,9 +2,12 @@
 
 Runs one search through :class:`accelopt_core.engine.Engine` with a live progress line on a
 terminal (none with ``--json`` or when stderr is not a terminal), then prints the ranked verified
-candidates and the best one's diff, or one JSON report with ``--json``; ``--write`` writes the best
-candidate into the kernel module (PATH, or the module a harness PATH measures; never the harness). Exit status 0 when the baseline was usable, 1 otherwise (file, kernel or
-target unusable, or an incorrect baseline).
+candidates, the failed candidates (a short table; every reason in full with ``--verbose``) and the
+best one's diff, or one JSON report with ``--json`` (``failed_candidates`` lists every failure);
+``--write`` writes the best candidate into the kernel module (PATH, or the module a harness PATH
+measures; never the harness). Exit status 0 when the baseline was usable, 1 otherwise (file,
+kernel or target unusable, an incorrect baseline, or an LLM no call can reach: a missing or
+rejected API key, said once).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from accelopt_cli import render
+from accelopt_cli import render, render_runs
 from accelopt_cli.kernel_args import choose_kernel, load_kernel
 from accelopt_cli.render_device import ranking_needs_timing
 from accelopt_core import devicefacts
@@ -37,27 +40,35 @@ def run_optimize_command(
 
 async def optimize(args: argparse.Namespace, settings: Settings, out: Console, err: Console) -> int:
     """The body of :func:`run_optimize_command`, on a running event loop."""
-    kf = load_kernel(args.path, err, getattr(args, "harness", None))
+    kf = load_kernel(args.path, err, getattr(args, "harness", None), getattr(args, "dataset", None))
     if kf is None:
         return 1
     kernel = choose_kernel(kf, args.kernel, err)
     if kernel is None:
         return 1
-    report = await _search(args, settings, kf, kernel, err)
+    report = await run_search(args, settings, kf, kernel, err)
     if report is None:
         return 1
+    unusable = report.stopped_reason.startswith("LLM unusable")
     if args.json:
         data = report.to_dict()
         data["tokens"] = report.tokens
         data.update(render.workload_fields(kf))
         data.pop("original_source", None)
         print(json.dumps(data, indent=2))
-    else:
+    elif not unusable:  # no LLM call can succeed: the one message below says why
         render.print_workload(out, kf)
         render.print_search_report(out, err, report, kf, report.kernel_name, kf.path)
-    if args.write and report.best:  # the kernel module, never a harness in its own file
-        Path(kf.path).write_text(report.best.source, encoding="utf-8")
-        err.print(f"wrote the best candidate ({report.best.speedup:.2f}x) to {kf.path}")
+        render_runs.print_failures(
+            out, report.failed_candidates, verbose=getattr(args, "verbose", False)
+        )
+        if report.run_id:
+            out.print(f"[dim]run kept: accelopt runs show {report.run_id}[/]")
+    if unusable:
+        err.print(f"[red]error:[/] {escape(report.stopped_reason)}", soft_wrap=True)
+        return 1
+    if args.write and report.best and write_best(kf, report, err) is None:
+        return 1
     if report.baseline.result.status != "ok":
         if devicefacts.not_timed(report.baseline.result.metrics):
             reason = ranking_needs_timing(report.baseline.result.metrics)
@@ -68,7 +79,33 @@ async def optimize(args: argparse.Namespace, settings: Settings, out: Console, e
     return 0
 
 
-async def _search(
+def write_best(kf: KernelFile, report: Any, err: Console) -> str | None:
+    """``--write``: the best candidate into the kernel module (never a harness in its own
+    file); for a FlashInfer-Bench solution, a new solution beside it and the traces
+    (:func:`accelopt_core.kernelfile.fib_write.write_results`), the user's file untouched.
+    The file written, or None (reason printed) when it could not be written."""
+    ref = kf.context.fib if kf.context is not None else None
+    if ref is None:
+        Path(kf.path).write_text(report.best.source, encoding="utf-8")
+        err.print(f"wrote the best candidate ({report.best.speedup:.2f}x) to {kf.path}")
+        return kf.path
+    from accelopt_core.kernelfile import KernelFileError
+    from accelopt_core.kernelfile.fib_write import write_results
+
+    try:
+        target, traces = write_results(ref, report)
+    except KernelFileError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        return None
+    err.print(
+        f"wrote the best candidate ({report.best.speedup:.2f}x) as the solution {target.stem} "
+        f"({target}) and {traces} traces under {Path(ref.root) / 'traces'}",
+        highlight=False,
+    )
+    return str(target)
+
+
+async def run_search(
     args: argparse.Namespace, settings: Settings, kf: KernelFile, kernel: str, err: Console
 ) -> Any:
     """Run the search; its :class:`~accelopt_core.search.SearchReport`, or None (reason printed)

@@ -34,7 +34,7 @@ def run_profile_command(
 
 async def profile(args: argparse.Namespace, settings: Settings, out: Console, err: Console) -> int:
     """The body of :func:`run_profile_command`, on a running event loop."""
-    kf = load_kernel(args.path, err, getattr(args, "harness", None))
+    kf = load_kernel(args.path, err, getattr(args, "harness", None), getattr(args, "dataset", None))
     if kf is None:
         return 1
     kernel = choose_kernel(kf, args.kernel, err) if args.kernel else None

@@ -28,6 +28,7 @@ from accelopt_core.kernelfile import KernelFile
 from accelopt_core.memory import Experience, timing_label
 from accelopt_core.onsite.judge.compare import shape_text
 from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.onsite.sandbox.policy import warning_in
 from accelopt_core.search.report import HOST_TIMING_NOTES, metrics_lines
 from accelopt_core.textdiff import unified_diff
 
@@ -51,7 +52,7 @@ def print_diagnostics(err: Console, kf: KernelFile, path: str) -> None:
 
 class SearchProgress:
     """Live terminal view of a running search: iteration, candidates evaluated (and correct),
-    the best speedup so far and the baseline. Feed it the search's events with :meth:`on_event`;
+    failed samples and candidates, the best speedup so far and the baseline. Feed it the search's events with :meth:`on_event`;
     rich renders it through :meth:`__rich__`."""
 
     def __init__(self, kernel: str, iterations: int) -> None:
@@ -60,6 +61,7 @@ class SearchProgress:
         self.iteration = 0
         self.evaluated = 0
         self.ok = 0
+        self.failed = 0
         self.best: float | None = None
         self.best_title = ""
         self.baseline = ""
@@ -75,6 +77,8 @@ class SearchProgress:
         elif isinstance(event, s.CandidateEvaluated):
             self.evaluated += 1
             self.ok += event.candidate.result.ok
+        elif isinstance(event, s.CandidateFailed):
+            self.failed += 1
         elif isinstance(event, s.NewBest):
             self.best = event.speedup
             self.best_title = event.candidate.plan_title
@@ -85,7 +89,7 @@ class SearchProgress:
         table.add_row(
             f"[bold]{self.kernel}[/]",
             f"iteration {self.iteration}/{self.iterations}",
-            f"evaluated {self.evaluated} ({self.ok} correct)",
+            f"evaluated {self.evaluated} ({self.ok} correct, {self.failed} failed)",
             f"best {best}",
         )
         if self.baseline:
@@ -207,8 +211,9 @@ def print_profile(out: Console, err: Console, result: EvalResult, path: str) -> 
 def workload_fields(kf: KernelFile) -> dict:
     """Where the kernel lives, for ``--json``: ``module`` (the kernel module's file, what
     ``--write`` rewrites), ``module_name``, ``harness`` (a harness in its own file),
-    ``closure`` (the files shipped with every request) and ``kernelbench`` (the problem's
-    name); ``{}`` for a standalone file."""
+    ``closure`` (the files shipped with every request), ``kernelbench`` (the problem's
+    name) and ``fib`` (a FlashInfer-Bench solution's definition and workloads); ``{}`` for a
+    standalone file."""
     ctx = kf.context
     if ctx is None:
         return {}
@@ -218,6 +223,20 @@ def workload_fields(kf: KernelFile) -> dict:
         "harness": ctx.harness_file,
         "closure": sorted(ctx.files),
         "kernelbench": ctx.kernelbench,
+        "fib": _fib_fields(ctx.fib),
+    }
+
+
+def _fib_fields(ref: Any) -> dict | None:
+    """A FlashInfer-Bench solution's dataset, definition, solution and the workloads of
+    ``BENCH["shapes"]`` (the last one held out), for ``--json``; None for other files."""
+    if ref is None:
+        return None
+    return {
+        "root": ref.root,
+        "definition": ref.definition,
+        "solution": ref.solution,
+        "workloads": list(ref.workloads),
     }
 
 
@@ -231,6 +250,9 @@ def print_workload(out: Console, kf: KernelFile) -> None:
     parts = [f"kernel module {ctx.kernel_module} ({kf.path})"]
     if ctx.kernelbench:
         parts.append(f"KernelBench problem {ctx.kernelbench}")
+    elif ctx.fib is not None:
+        fib = ctx.fib
+        parts.append(f"FlashInfer-Bench {fib.definition} ({len(fib.workloads)} workloads)")
     elif ctx.harness_file:
         parts.append(f"harness {ctx.harness_file}")
     parts.append(f"{len(ctx.files)} files shipped")
@@ -383,8 +405,9 @@ def print_hacks(out: Console, exps: list[Experience], title: str) -> None:
 
 
 def print_experience(out: Console, exp: Experience) -> None:
-    """One experience in full: a header panel, its rule, its plan, what it changed on the GPU
-    (registers, occupancy, spills, shared memory, SASS; issue 21) and the slow -> fast diff."""
+    """One experience in full: a header panel, its rule, why a negative failed (issue 30), its
+    plan, what it changed on the GPU (registers, occupancy, spills, shared memory, SASS; issue
+    21) and the slow -> fast diff."""
     sign = "positive" if exp.positive else "negative"
     if exp.hack:
         sign = f"reward hack caught by: {exp.hack}"
@@ -400,6 +423,9 @@ def print_experience(out: Console, exp: Experience) -> None:
     out.print(Panel(head, title="experience", title_align="left"))
     out.print("[bold]rule[/]")
     out.print(escape(exp.rule) or "(none)")
+    if exp.reason:
+        out.print("[bold]why it failed[/]")
+        out.print(escape(exp.reason), highlight=False)
     if exp.plan.strip():
         out.print("[bold]plan[/]")
         out.print(escape(exp.plan))
@@ -466,6 +492,9 @@ def print_target_report(out: Console, err: Console, report: dict[str, Any]) -> N
         out.print(f"check kernel ({report.get('kernel')} add){eval_s}: {result.summary()}")
         if result.device:
             out.print(f"ran on: {result.device}")
+        unconfined = warning_in(result.warnings)  # candidates would run unconfined there
+        if unconfined is not None:
+            err.print(f"[yellow]warning:[/] {escape(unconfined)}", soft_wrap=True)
     _print_nki(out, report)
     if report["ok"]:
         out.print("[green]ok[/]: the target works end to end")

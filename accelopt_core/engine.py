@@ -1,7 +1,8 @@
 """The engine facade: one long-lived object the CLI and the language server talk to.
 
 It owns the target (built from ``settings.target``), the evaluator with its evaluation cache, the
-optimization memory and the search-results store, and builds searches with the right proposer:
+optimization memory, the search-results store and the run folders (``accelopt runs``), and builds
+searches with the right proposer:
 the LLM agents when ``settings.llm`` names a model, else the offline launch-parameter proposer.
 A memory or cache that cannot be opened (read-only directory, ...) is reported in
 :attr:`Engine.warnings` and the engine works without it.
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from accelopt_core.evaluation import EvaluationCache, Evaluator
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.kernelfile.workload import eval_keywords
-from accelopt_core.memory import OptimizationMemory, ResultsStore
+from accelopt_core.memory import OptimizationMemory, ResultsStore, RunStore
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Proposer
 from accelopt_core.search import BeamSearch, SearchReport
@@ -56,6 +57,7 @@ class Engine:
         self.memory: OptimizationMemory | None = None
         self.results: ResultsStore | None = None
         self.cache: EvaluationCache | None = None
+        self.runs = RunStore.for_settings(settings)
         self._evaluator: Evaluator | None = None
         self._open_storage()
 
@@ -130,6 +132,7 @@ class Engine:
             memory=self.memory,
             results=self.results,
             target_name=self.settings.target,
+            runs=self.runs,
         )
 
     def saved_report(

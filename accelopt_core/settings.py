@@ -97,6 +97,12 @@ class LLMSettings(_Model):
         description="Optional price table, model name -> USD per 1M input/output tokens, "
         "so a run reports its cost.",
     )
+    store_prompts: bool = Field(
+        True,
+        description="Keep each agent call's prompt and reply in its run's transcript "
+        "(memoryDir/runs). False keeps only the role, model, tokens, latency, cost and "
+        "verdict of each call.",
+    )
 
     def role(self, name: Literal["planner", "executor", "summarizer", "fixer"]) -> RoleSettings:
         """The effective endpoint of one role: its override where set, else the shared value."""
@@ -145,7 +151,18 @@ class SearchSettings(_Model):
         3, ge=0, le=20, description="Positive and negative experiences given to the planner."
     )
     fixer_attempts: int = Field(
-        1, ge=0, le=3, description="Tries the fixer gets on a compile or correctness error."
+        1,
+        ge=0,
+        le=3,
+        description="Tries the fixer gets on a compile or correctness error, or on a reply "
+        "that held no usable code (the fixer is shown the parse error).",
+    )
+    keep_runs: int = Field(
+        50,
+        ge=0,
+        le=1000,
+        description="Searches whose run folder (plans, candidates, failures and the agents' "
+        "transcript, in memoryDir/runs) is kept; older ones are evicted. 0 keeps none.",
     )
     retime_rounds: int = Field(
         3,
@@ -194,6 +211,22 @@ class EvaluationSettings(_Model):
         "never scales, 'batch_size=16,dim=1536' pins those sizes on every target (the rest as "
         "'auto').",
     )
+
+    environment: list[str] = Field(
+        default_factory=list,
+        description="Extra environment variables passed to the processes that run candidates "
+        "(names, or prefixes as 'MYLIB_*'), beyond the sandbox's allowlist (PATH, locale, "
+        "LD_LIBRARY_PATH, PYTHON*, TRITON_*, CUDA_*, NVIDIA_*, NEURON_*, ...). The API-key "
+        "variables of accelopt.llm are never passed.",
+    )
+
+    @field_validator("environment")
+    @classmethod
+    def _check_environment(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", v.strip())]
+        if bad:
+            raise ValueError(f"not a variable name or NAME_* prefix: {', '.join(bad)}")
+        return [v.strip() for v in value]
 
     @field_validator("sizes")
     @classmethod

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from lsprotocol import types
 from pygls.capabilities import get_capability
 
+from accelopt_core.onsite.sandbox.policy import warning_in
 from accelopt_core.settings import Settings, SettingsIssue
 
 from .config import ConfigManager
@@ -80,6 +81,7 @@ class ServerContext:
         self.log_handler = install_log_handler(ls.window_log_message, self.redact)
         self._features: dict[type[Feature], Feature] = {}
         self._lens_refresh: asyncio.TimerHandle | None = None
+        self._warned: set[str] = set()
 
     # -- features -------------------------------------------------------------------------------
 
@@ -117,6 +119,14 @@ class ServerContext:
     def show(self, kind: types.MessageType, text: str) -> None:
         """``window/showMessage`` with secrets removed."""
         self._ls.window_show_message(types.ShowMessageParams(type=kind, message=self.redact(text)))
+
+    def warn_once(self, warnings: Sequence[str]) -> None:
+        """``window/showMessage`` (a warning) for the sandbox's warning among ``warnings``
+        (candidates ran unconfined on the target), once per session and text."""
+        note = warning_in(list(warnings))
+        if note is not None and note not in self._warned:
+            self._warned.add(note)
+            self.show(types.MessageType.Warning, f"AccelOpt: {note}")
 
     def publish_diagnostics(
         self, uri: str, diagnostics: list[types.Diagnostic], version: int | None

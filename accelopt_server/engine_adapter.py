@@ -57,7 +57,8 @@ def attach_workload(
     """``kernel_file`` (the editor's parse of a kernel module) with what :func:`load_workload`
     found on disk (``loaded``): the import closure (``context``, the module's entry in it
     replaced by the editor's text) and, when ``harness`` names a harness file, that harness
-    (``kernel_file.harness``; the no-harness note is dropped). No I/O. When ``loaded`` is the
+    (``kernel_file.harness``; the no-harness note is dropped), as is the harness generated for
+    a FlashInfer-Bench source exported beside its solution JSON. No I/O. When ``loaded`` is the
     exception :func:`load_workload` raised, a discovered harness's problem becomes a
     ``harness-error`` warning on the file; a closure that cannot be built leaves the file as
     parsed."""
@@ -71,7 +72,8 @@ def attach_workload(
     context = loaded.context
     if context is not None:
         kernel_file.context = context.with_kernel_source(kernel_file.source)
-    if harness is not None and loaded.harness is not None:
+    generated = context is not None and context.fib is not None  # an exported FIB source
+    if (harness is not None or generated) and loaded.harness is not None:
         kernel_file.harness = loaded.harness
         kernel_file.diagnostics = [d for d in kernel_file.diagnostics if d.code != "no-harness"]
     return kernel_file

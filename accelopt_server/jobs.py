@@ -52,6 +52,8 @@ class SearchJob:
         iteration / iterations: current iteration t of T (0 before the first).
         best_speedup: best verified speedup so far (baseline latency / candidate latency).
         evaluated: candidates evaluated so far (the baseline included).
+        failed: samples and candidates that failed so far (issue 30: each is logged with its
+            reason; the report lists them).
         planned: evaluations the search plans, 0 when unknown (see :func:`planned_evaluations`).
         percent: the work-done percentage reported so far (:meth:`percentage`).
         message: last status line (or the error of a failed job).
@@ -69,6 +71,7 @@ class SearchJob:
     iterations: int = 0
     best_speedup: float | None = None
     evaluated: int = 0
+    failed: int = 0
     planned: int = 0
     percent: int = 0
     message: str = ""
@@ -82,7 +85,7 @@ class SearchJob:
         return self.state in ACTIVE
 
     def status_line(self) -> str:
-        """``iteration 2/4 · best 1.8x`` (the code lens text while it runs)."""
+        """``iteration 2/4 · best 1.8x · 3 failed`` (the code lens text while it runs)."""
         if self.state == "queued":
             return "queued (waiting for a free target slot)"
         if self.iteration == 0:
@@ -90,7 +93,8 @@ class SearchJob:
         else:
             text = f"iteration {self.iteration}/{self.iterations}"
         best = f"best {self.best_speedup:.2f}x" if self.best_speedup else "no improvement yet"
-        return f"{text} · {best}"
+        failed = f" · {self.failed} failed" if self.failed else ""
+        return f"{text} · {best}{failed}"
 
     def percentage(self) -> int:
         """Work done, 0..100: the larger of evaluations done / planned and iterations done / T,
@@ -109,12 +113,15 @@ class SearchJob:
         # imported here: the search module is loaded once a search exists, not at start-up
         from accelopt_core.search import (
             CandidateEvaluated,
+            CandidateFailed,
             IterationStarted,
             NewBest,
             SearchStarted,
         )
 
         match event:
+            case CandidateFailed():
+                self.failed += 1
             case SearchStarted():
                 self.iterations = event.iterations
             case IterationStarted():
@@ -147,6 +154,7 @@ class SearchJob:
             "iterations": self.iterations,
             "bestSpeedup": self.best_speedup,
             "evaluated": self.evaluated,
+            "failed": self.failed,
             "message": self.message,
         }
 

@@ -12,9 +12,14 @@ read from the first line of the system message (``ROLE: planner``), which every 
 :mod:`accelopt_core.proposers.agents` starts with. A scripted answer is a :class:`Reply` or a plain ``str``
 (the assistant message). Helpers build the other behaviours:
 
-- :func:`text` — an assistant message (optionally with explicit token counts / finish reason);
+- :func:`text` — an assistant message (optionally with explicit token counts / finish reason,
+  a ``reasoning_content`` field, or no ``usage`` at all);
 - :func:`status` — an HTTP error (429 carries ``Retry-After: 0`` and ``retry-after-ms``, so the
   openai client retries at once instead of backing off for seconds);
+- :func:`rate_limited` — a 429 whose only delay is ``Retry-After: <seconds>``;
+- :func:`context_length` — the 400 a server answers a prompt over the model's context with
+  (OpenAI's and vLLM's wording and code);
+- :func:`quota_spent` — OpenAI's 429 ``insufficient_quota`` (no retry helps);
 - :func:`garbage` — a 200 response whose body is not JSON;
 - :func:`drop` — the connection is closed without any response;
 - :func:`delay` — any reply, sent after a pause (s).
@@ -76,6 +81,9 @@ class Reply:
         finish_reason: ``stop`` or ``length`` (truncated reply) ...
         prompt_tokens / completion_tokens: usage to report; None: word counts.
         model: model name to report; None: the requested one.
+        reasoning_content: a ``reasoning_content`` field in the message (what servers with a
+            reasoning parser send besides the answer), None: no such field.
+        usage: False sends no ``usage`` object (some local servers do not).
     """
 
     content: str | None = None
@@ -89,6 +97,8 @@ class Reply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     model: str | None = None
+    reasoning_content: str | None = None
+    usage: bool = True
 
 
 def text(content: str, **kwargs: Any) -> Reply:
@@ -113,6 +123,45 @@ def status(code: int, message: str | None = None, *, retry_after_ms: int = 1) ->
     msg = message or f"llm double: scripted HTTP {code}"
     body = json.dumps({"error": {"message": msg, "type": kind, "code": kind, "param": None}})
     return Reply(status=code, headers=headers, body=body.encode())
+
+
+def rate_limited(retry_after_s: float) -> Reply:
+    """A 429 whose only delay is ``Retry-After: <retry_after_s>`` (seconds, no ``-ms``)."""
+    reply = status(429, "llm double: slow down")
+    reply.headers = {"Retry-After": f"{retry_after_s:g}"}
+    return reply
+
+
+def context_length(limit: int = 4096, requested: int = 5000) -> Reply:
+    """The 400 for a prompt over the model's context, worded as OpenAI and vLLM word it, with
+    OpenAI's ``context_length_exceeded`` code."""
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, you requested "
+        f"{requested} tokens ({requested} in the messages, 0 in the completion). Please reduce "
+        "the length of the messages or completion."
+    )
+    body = {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+            "param": "messages",
+        }
+    }
+    return Reply(status=400, body=json.dumps(body).encode())
+
+
+def quota_spent() -> Reply:
+    """OpenAI's 429 for an account without credit (``insufficient_quota``): retrying is useless."""
+    body = {
+        "error": {
+            "message": "You exceeded your current quota, please check your plan and billing.",
+            "type": "insufficient_quota",
+            "code": "insufficient_quota",
+            "param": None,
+        }
+    }
+    return Reply(status=429, headers={"retry-after-ms": "1"}, body=json.dumps(body).encode())
 
 
 def garbage(
@@ -393,27 +442,30 @@ class LLMDouble:
         completion = reply.completion_tokens
         if completion is None:
             completion = _words(content)
-        return json.dumps(
-            {
-                "id": f"chatcmpl-double-{uuid.uuid4().hex[:12]}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": reply.model or req.model or DOUBLE_MODEL,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": reply.finish_reason,
-                        "logprobs": None,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
-                },
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if reply.reasoning_content is not None:
+            message["reasoning_content"] = reply.reasoning_content
+        body: dict[str, Any] = {
+            "id": f"chatcmpl-double-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": reply.model or req.model or DOUBLE_MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": reply.finish_reason,
+                    "logprobs": None,
+                }
+            ],
+        }
+        if reply.usage:
+            body["usage"] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
             }
-        ).encode()
+        return json.dumps(body).encode()
 
 
 class _Server(ThreadingHTTPServer):

@@ -31,6 +31,7 @@ ONSITE_RANKS = {
     "protocol": 0,
     "names": 0,
     "runtime": 1,
+    "sandbox": 1,
     "gate": 2,
     "contestant": 3,
     "judge": 4,

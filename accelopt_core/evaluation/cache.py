@@ -19,6 +19,7 @@ from typing import Any
 
 from accelopt_core.kernelfile import normalize_source
 from accelopt_core.onsite.protocol import HARNESS_VERSION, JUDGE_VERSION, EvalRequest, EvalResult
+from accelopt_core.onsite.sandbox.policy import NOTE_PREFIX
 
 __all__ = ["CACHEABLE_STATUSES", "EvaluationCache", "cache_key"]
 
@@ -125,11 +126,14 @@ class EvaluationCache:
         return result
 
     def put(self, key: str, result: EvalResult) -> bool:
-        """Store a deterministic verdict (:data:`CACHEABLE_STATUSES`). Returns True if stored."""
+        """Store a deterministic verdict (:data:`CACHEABLE_STATUSES`), without the sandbox's
+        warning (how that evaluation ran, not part of the verdict: a hit runs nothing). Returns
+        True if stored."""
         if self._cache is None or result.status not in CACHEABLE_STATUSES:
             return False
         data = result.to_dict()
         data["cached"] = False
+        data["warnings"] = [w for w in result.warnings if not w.startswith(NOTE_PREFIX)]
         try:
             self._cache.set(key, data)
         except Exception as exc:  # noqa: BLE001

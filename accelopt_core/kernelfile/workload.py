@@ -23,6 +23,8 @@ from pathlib import Path
 from accelopt_core.kernelfile.closure import Closure, ClosureError, check_cap, import_closure
 from accelopt_core.kernelfile.discovery import load_kernel_file, parse_kernel_file
 from accelopt_core.kernelfile.entries import EntryTarget, bench_module, entry_targets
+from accelopt_core.kernelfile.fib import FibRef, bind_solution, exported_solution
+from accelopt_core.kernelfile.fib_harness import FIB_ATOL, FIB_RTOL
 from accelopt_core.kernelfile.kernelbench import (
     KERNELBENCH_ATOL,
     KERNELBENCH_RTOL,
@@ -71,6 +73,8 @@ class BenchContext:
         harness_source: the harness module's source, None when in the kernel module.
         roots: the import roots the closure was resolved against (absolute).
         kernelbench: the KernelBench problem's name when the harness is generated from one.
+        fib: where a FlashInfer-Bench solution came from when the harness is generated from
+            its definition and workloads (issue 35), else None.
         digest: sha256 (hex) of ``files``, ``kernel_path`` and ``harness_path``: saved search
             results are keyed on it (an edit to a helper module hides them).
     """
@@ -83,6 +87,7 @@ class BenchContext:
     harness_source: str | None = None
     roots: tuple[str, ...] = ()
     kernelbench: str | None = None
+    fib: FibRef | None = None
     digest: str = field(default="", compare=False)
 
     def with_kernel_source(self, source: str) -> BenchContext:
@@ -162,6 +167,7 @@ def load_workload(
     *,
     harness: str | Path | None = None,
     workspace: Sequence[str | Path] = (),
+    dataset: str | Path | None = None,
 ) -> KernelFile:
     """The kernel module to optimize, with its :class:`BenchContext` when it needs one.
 
@@ -172,7 +178,9 @@ def load_workload(
     (``19_ReLU.py``, ``36_RMSNorm_.py``, ``new-relu.py``): such a file is loaded and shipped
     under an internal module name (:func:`~.project.script_module`). Binding reads each file
     once and computes the import roots and the closure once; everything after reads the
-    :class:`BenchContext`.
+    :class:`BenchContext`. A FlashInfer-Bench solution JSON (or its entry source exported
+    beside it, ``sol/main.py`` next to ``sol.json``) is bound to its definition and workloads
+    in the dataset above it or in ``dataset`` (:func:`_bind_fib`).
 
     Raises:
         KernelFileError: a file cannot be read, or (``WorkloadError``) the files cannot be
@@ -180,8 +188,16 @@ def load_workload(
             ambiguous one, an unusable import closure (syntax error in a helper, over the
             5 MiB cap), a KernelBench problem given alone or a kernel file without ModelNew.
             Every message is located (``path:line:col: message``) and says the way out.
+            A FlashInfer-Bench file names the field too (``FibError``).
     """
+    if str(path).endswith(".json") and harness is None:
+        return _bind_fib(_existing(path, "solution"), dataset)
     path = _existing(path, "kernel" if harness is not None else "kernel or harness")
+    exported = exported_solution(path) if harness is None else None
+    if exported is not None:
+        kf = _bind_fib(exported[0], dataset, exported[0].with_suffix(""))
+        if kf.path == str(path):
+            return kf
     spaces = [Path(w).resolve() for w in workspace]
     if harness is not None:
         return _bind_harness_file(_existing(harness, "harness"), path, spaces)
@@ -362,6 +378,41 @@ def _bind_kernelbench(problem: Path, kernel: Path, spaces: list[Path], text: str
         bench=_TOP,
         entry_imported=True,
         sizes=sizes,
+    )
+    kf.diagnostics = [d for d in kf.diagnostics if d.code != "no-harness"]
+    return kf
+
+
+def _bind_fib(solution: Path, dataset: str | Path | None, exported: Path | None = None):
+    """The kernel module of a FlashInfer-Bench solution (its entry source), measured by the
+    harness generated from its definition and workloads (:func:`.fib.bind_solution`; sizes
+    scalable on the CPU interpreter as a KernelBench problem's). ``exported``: the folder its
+    sources were exported to. Raises FibError (file, line, field)."""
+    bound = bind_solution(solution, dataset=dataset, exported=exported)
+    kf = parse_kernel_file(bound.files[bound.kernel_path], bound.display)
+    if kf.syntax_error is not None:
+        return kf
+    kf.context = BenchContext(
+        files=bound.files,
+        kernel_path=bound.kernel_path,
+        kernel_module=bound.kernel_module,
+        harness_path=bound.harness_path,
+        harness_file=str(solution),
+        harness_source=bound.harness_source,
+        fib=bound.ref,
+        digest=_digest(bound.files, bound.kernel_path, bound.harness_path),
+    )
+    kf.harness = HarnessInfo(
+        entry=bound.entry,
+        rtol=FIB_RTOL,
+        atol=FIB_ATOL,
+        has_bytes=True,
+        has_flops=bound.ref.op_type == "gemm",
+        get_inputs=_TOP,
+        reference=_TOP,
+        bench=_TOP,
+        entry_imported=True,
+        sizes=find_sizes(ast.parse(bound.harness_source)),
     )
     kf.diagnostics = [d for d in kf.diagnostics if d.code != "no-harness"]
     return kf

@@ -59,7 +59,15 @@ _STR_FIELDS = (
     "title",
     "rule",
 )
-_OPTIONAL_FIELDS = ("seen", "plan", "updated_at", "hack", "judge_version", "gpu_facts")
+_OPTIONAL_FIELDS = (
+    "seen",
+    "plan",
+    "updated_at",
+    "hack",
+    "judge_version",
+    "gpu_facts",
+    "reason",
+)
 
 
 def timing_label(timing: str) -> str:
@@ -120,6 +128,9 @@ class Experience:
             :func:`accelopt_core.devicefacts.compact_facts` of the slow and the fast result
             (``arch``, ``device``, per kernel ``registers``, ``spill_bytes``, ``shared_bytes``,
             ``occupancy`` %, ``limiter``, SASS counts); ``{}`` when neither was compiled.
+        reason: for a negative experience, why the rewrite failed, in full (issue 30): the
+            judge's message for a reward hack (``gate: <rule>: <message>``), the measured
+            slowdown for a correct but slower rewrite; ``""`` for a positive one.
     """
 
     id: str
@@ -141,6 +152,7 @@ class Experience:
     hack: str | None = None
     judge_version: str = LEGACY_JUDGE_VERSION
     gpu_facts: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -173,6 +185,7 @@ class Experience:
         hack: str | None = None,
         judge_version: str = JUDGE_VERSION,
         gpu_facts: dict[str, Any] | None = None,
+        reason: str = "",
     ) -> Experience:
         """A new experience with its id and timestamps filled in, judged by ``judge_version``
         (default: the current judge).
@@ -211,6 +224,7 @@ class Experience:
             hack=hack.strip() if hack is not None else None,
             judge_version=judge_version,
             gpu_facts=dict(gpu_facts or {}),
+            reason=reason.strip(),
         )
 
     @property
@@ -227,8 +241,8 @@ class Experience:
         """Validate and build an experience from :meth:`to_dict` output.
 
         Unknown keys are ignored; ``seen``, ``plan``, ``updated_at``, ``hack`` (None),
-        ``judge_version`` (``"1"``: records written before it existed) and ``gpu_facts``
-        (``{}``) are optional. Raises
+        ``judge_version`` (``"1"``: records written before it existed), ``gpu_facts``
+        (``{}``) and ``reason`` (``""``) are optional. Raises
         ValueError naming the first missing or mistyped field.
         """
         if not isinstance(data, dict):
@@ -248,7 +262,7 @@ def _check_types(values: dict[str, Any]) -> None:
     for name in _STR_FIELDS:
         if not isinstance(values[name], str):
             raise ValueError(f"field {name!r} must be a string")
-    for name in ("plan", "judge_version"):
+    for name in ("plan", "judge_version", "reason"):
         if name in values and not isinstance(values[name], str):
             raise ValueError(f"field {name!r} must be a string")
     if values.get("hack") is not None and not isinstance(values["hack"], str):
@@ -313,6 +327,7 @@ def merge(old: Experience, new: Experience, *, add_seen: bool) -> Experience:
         hack=newer.hack or old.hack,
         judge_version=judged,
         gpu_facts=newer.gpu_facts or old.gpu_facts,
+        reason=newer.reason or old.reason,
     )
 
 

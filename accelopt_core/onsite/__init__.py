@@ -12,6 +12,9 @@ checks this and that there are no import loops):
   harness and the candidate, the device (pinning, memory limits), the installed stacks and their
   versions, what Triton's CPU interpreter cannot run, failure classification, the judge's
   channel and exchange files.
+- ``sandbox/``: what confines every process that runs candidate or harness code (issue 34):
+  the allowlisted environment, Landlock (or bubblewrap), the network namespace (or a seccomp
+  filter); beside ``runtime/``, neither imports the other.
 - ``gate/``: the static gate on the candidate's AST (run by the host before sending and by the
   target before loading) and the launcher analysis it rests on.
 - ``contestant/``: what runs candidate code: the candidate's own process, launch counting, its

@@ -36,9 +36,11 @@ HARNESS_VERSION = "1"
 #: cannot launch there is incorrect; every candidate checked on the derived shapes the
 #: baseline is correct on); issue 20 "5" (interpreter latencies are the candidate process's
 #: CPU time, checked against the kernel's account of it, not wall time: cached wall-time
-#: latencies must not be ranked beside them); issue 29 "6" (every candidate checked on the
-#: derived values and layouts the baseline is correct on, beside the derived shapes).
-JUDGE_VERSION = "6"
+#: latencies must not be ranked beside them); issue 34 "6" (the gate rejects reads of the
+#: environment and logging handlers, more file and network doors; candidates run sandboxed);
+#: issue 29 "7" (every candidate checked on the derived values and layouts the baseline is
+#: correct on, beside the derived shapes).
+JUDGE_VERSION = "7"
 
 #: Prefix of the worker's one result line, the last line of its stdout.
 SENTINEL = "@@ACCELOPT_RESULT@@ "

@@ -14,19 +14,43 @@ that fill them are :mod:`accelopt_core.proposers.prompting`'s.
 
 No method raises for an unreachable endpoint or a bad reply (only ``asyncio.CancelledError``
 passes through): a failed planner call yields fewer plans, a failed executor/fixer call a
-``Sample(None, "LLM unavailable: ...")``, a failed summarizer call a fallback rule built from
-the plan title, its text starting with :data:`FALLBACK_MARK`.
+``Sample(None, "LLM unavailable: ...", stage="llm")``, a failed summarizer call a fallback rule
+built from the plan title, its text starting with :data:`FALLBACK_MARK`.
+
+Issue 30: a prompt over the model's context is trimmed once (memory experiences first, then the
+glossary: :func:`~accelopt_core.proposers.prompting.trim_prompt`) and sent again; a missing or
+rejected key or a spent quota makes :meth:`AgentProposer.unusable` say why, so the search stops
+with one message. Every call is handed, with its verdict, to the callbacks of
+:meth:`AgentProposer.record_calls` as a :class:`~accelopt_core.proposers.base.CallRecord` (the
+run's transcript); with ``llm.storePrompts`` false, without its prompt and reply.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from accelopt_core.onsite.protocol import EvalResult
-from accelopt_core.proposers.base import Plan, ProposalContext, Rule, Sample, Usage
-from accelopt_core.proposers.llm import Completion, LLMClient, LLMError
+from accelopt_core.proposers.base import (
+    UNUSABLE_REPLY,
+    CallRecord,
+    Plan,
+    ProposalContext,
+    Rule,
+    Sample,
+    Usage,
+)
+from accelopt_core.proposers.calls import CallLog
+from accelopt_core.proposers.llm import (
+    Completion,
+    LLMClient,
+    LLMContextError,
+    LLMError,
+    LLMUnusable,
+)
 from accelopt_core.proposers.parsing import (
+    NO_CODE,
     parse_code_reply,
     parse_plan_reply,
     parse_rule_reply,
@@ -41,6 +65,7 @@ from accelopt_core.proposers.prompting import (
     load_prompt,
     proposal_hint,
     render,
+    trim_prompt,
 )
 from accelopt_core.settings import LLMSettings
 
@@ -73,6 +98,7 @@ class AgentProposer:
     ) -> None:
         self.llm = llm
         self.client = client or LLMClient(llm, max_tokens=max_tokens)
+        self.calls = CallLog(llm)
 
     # -- Proposer ----------------------------------------------------------------------------
     async def plan(self, ctx: ProposalContext, n: int) -> list[Plan]:
@@ -108,7 +134,9 @@ class AgentProposer:
             "source": ctx.parent_source.rstrip("\n"),
         }
         messages = render("executor", values)  # the K calls send the same prompt: render once
-        samples = (self._code_call("executor", messages, ctx, ctx.parent_source) for _ in range(k))
+        samples = (
+            self._code_call("executor", values, ctx, ctx.parent_source, messages) for _ in range(k)
+        )
         return list(await asyncio.gather(*samples))
 
     async def fix(
@@ -116,14 +144,15 @@ class AgentProposer:
     ) -> Sample | None:
         """One fixer call for ``source`` that failed with ``result`` (status, message, line);
         edit blocks in the reply apply to ``source``."""
+        unusable = result.rule == UNUSABLE_REPLY
         values = common_values(ctx) | {
             "plan": plan.text,
             "source": source.rstrip("\n"),
-            "status": result.status,
+            "status": "the previous answer held no usable code" if unusable else result.status,
             "error": format_error(result),
             "excerpt": error_excerpt(source, result.line),
         }
-        return await self._code_call("fixer", render("fixer", values), ctx, source)
+        return await self._code_call("fixer", values, ctx, source)
 
     async def summarize(
         self, ctx: ProposalContext, plan: Plan, slow_source: str, fast_source: str, speedup: float
@@ -141,22 +170,37 @@ class AgentProposer:
             "slow_source": slow_source.rstrip("\n"),
             "fast_source": fast_source.rstrip("\n"),
         }
+        done: Completion | None = None
         try:
-            done = await self._call("summarizer", render("summarizer", values))
+            done = await self._ask("summarizer", values)
             rule = parse_rule_reply(done.text)
-        except (LLMError, ValueError) as exc:
+        except LLMError as exc:
             why = str(exc)
+        except ValueError as exc:
+            why = str(exc)
+            self.calls.verdict(done, "unusable", why)
         except Exception as exc:
             log.exception("summarizer call failed unexpectedly")
             why = f"{type(exc).__name__}: {exc}"
         else:
-            rule.usage = done.usage
+            rule.usage, rule.call = done.usage, self.calls.verdict(done, "rule", rule.title)
             return rule
         return _fallback_rule(ctx, plan, speedup, why)
 
     def usage(self) -> dict[str, Usage]:
         """Tokens and cost so far per role (from the client)."""
         return self.client.usage_by_role()
+
+    def unusable(self) -> str | None:
+        """Why no call can succeed (a missing or rejected API key, a spent quota: checked
+        without a request, then as calls fail), None while calls may succeed. The search stops
+        with this message."""
+        return self.client.preflight()
+
+    def record_calls(self, callback: Callable[[CallRecord], None]) -> None:
+        """Hand every later call, with its verdict, to ``callback`` (on the event loop; an
+        exception it raises is logged and ignored)."""
+        self.calls.subscribe(callback)
 
     async def warm(self) -> None:
         """Prepare the LLM clients (no request is sent); see :meth:`LLMClient.warm`."""
@@ -167,50 +211,89 @@ class AgentProposer:
         await self.client.close()
 
     # -- calls -------------------------------------------------------------------------------
-    async def _call(
-        self, role: str, messages: list[dict[str, str]], temperature: float | None = None
+    async def _ask(
+        self,
+        role: str,
+        values: dict[str, str],
+        *,
+        temperature: float | None = None,
+        messages: list[dict[str, str]] | None = None,
     ) -> Completion:
-        """One chat completion of ``role`` with the rendered ``messages``."""
-        return await self.client.complete(role, messages, temperature=temperature)
+        """One chat completion of ``role`` with its prompt filled from ``values`` (or the
+        ``messages`` already rendered from them). A prompt over the model's context is trimmed
+        (:func:`trim_prompt`) and sent once more; a call that fails is recorded and re-raised.
+
+        Raises:
+            LLMError: the call failed (after the client's retries; after the trimmed retry).
+        """
+        messages = messages or render(role, values)
+        try:
+            return await self.calls.request(self.client, role, messages, temperature)
+        except LLMContextError as exc:
+            trimmed, cut = trim_prompt(values, exc.excess_tokens)
+            if not cut:
+                raise
+            log.info("%s prompt over the model's context: %s left out", role, " and ".join(cut))
+            return await self.calls.request(
+                self.client, role, render(role, trimmed), temperature, cut
+            )
 
     async def _plan_call(self, values: dict[str, str], temperature: float) -> Plan | None:
         """One planner call; None (logged) when the call fails or its reply holds no plan."""
+        done: Completion | None = None
         try:
-            done = await self._call("planner", render("planner", values), temperature=temperature)
+            done = await self._ask("planner", values, temperature=temperature)
             plan = parse_plan_reply(done.text)
+        except LLMUnusable as exc:  # the search stops with this one message
+            log.debug("planner call failed: %s", exc)
+            return None
         except LLMError as exc:
             log.warning("planner call failed: %s", exc)
             return None
         except ValueError as exc:
             log.warning("planner reply unusable: %s", exc)
+            self.calls.verdict(done, "unusable", str(exc))
             return None
         except Exception:
             log.exception("planner call failed unexpectedly")
             return None
-        plan.usage = done.usage
+        plan.usage, plan.call = done.usage, self.calls.verdict(done, "plan", plan.title)
         return plan
 
     async def _code_call(
         self,
         role: str,
-        messages: list[dict[str, str]],
+        values: dict[str, str],
         ctx: ProposalContext,
         current_source: str,
+        messages: list[dict[str, str]] | None = None,
     ) -> Sample:
         """One executor or fixer call whose reply edits ``current_source``; an unreachable LLM or
         any other failure becomes a Sample with ``source=None`` and the reason."""
         try:
-            done = await self._call(role, messages)
+            done = await self._ask(role, values, messages=messages)
         except LLMError as exc:
-            return Sample(None, error=f"LLM unavailable: {exc}")
+            return Sample(None, error=f"LLM unavailable: {exc}", stage="llm")
         except Exception as exc:
             log.exception("%s call failed unexpectedly", role)
-            return Sample(None, error=f"{role} failed: {type(exc).__name__}: {exc}")
+            return Sample(None, error=f"{role} failed: {type(exc).__name__}: {exc}", stage="llm")
         sample = parse_code_reply(done.text, current_source, original=ctx.original, entry=ctx.entry)
         sample.usage = done.usage
-        if sample.source is None and done.finish_reason == "length":
-            sample.error = f"{sample.error} (the reply was cut off at the output token limit)"
+        if sample.source is None:
+            sample.error = _why_no_code(sample.error, done)
+        verdict = "candidate" if sample.source is not None else "unusable"
+        sample.call = self.calls.verdict(done, verdict, sample.error)
         return sample
+
+
+def _why_no_code(error: str | None, done: Completion) -> str | None:
+    """A parse error made plainer: a reply that was all ``reasoning_content``, or one cut off
+    at the output token limit, says so."""
+    if error == NO_CODE and not done.text.strip() and done.reasoning_chars:
+        error = "the reply held only the model's reasoning (reasoning_content) and no answer"
+    if done.finish_reason == "length":
+        error = f"{error} (the reply was cut off at the output token limit)"
+    return error
 
 
 def _distinct(plans: list[Plan | None]) -> list[Plan]:

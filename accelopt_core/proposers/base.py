@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 #: The LLM agent roles: each has a prompt file, an optional endpoint override and its own usage.
 ROLES: tuple[str, ...] = ("planner", "executor", "summarizer", "fixer")
+#: ``EvalResult.rule`` of the stand-in failure the search hands :meth:`Proposer.fix` for a
+#: reply that held no usable code (its message quotes the parse error; issue 30).
+UNUSABLE_REPLY = "unusable reply"
 
 
 @dataclass
@@ -67,6 +70,8 @@ class Plan:
     text: str
     usage: Usage = field(default_factory=Usage)
     data: dict[str, Any] = field(default_factory=dict)
+    #: the transcript call that proposed it (:attr:`CallRecord.n`), None without an LLM.
+    call: int | None = None
 
 
 @dataclass
@@ -78,12 +83,67 @@ class Sample:
     ``tree`` is ``source`` parsed, when the proposer parsed it (the LLM agents do): the search
     reads it for the candidate's id and the evaluator for the static gate instead of parsing
     the source again (issue 20). Nobody may mutate it; None means "parse it yourself".
+    ``stage`` says where a sample without source failed: ``parse`` (the reply held nothing
+    usable: the search gives the fixer a round quoting ``error``) or ``llm`` (the call itself
+    failed). ``call`` is the transcript call that produced it (:attr:`CallRecord.n`).
     """
 
     source: str | None
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
     tree: ast.Module | None = field(default=None, repr=False, compare=False)
+    stage: str = "parse"
+    call: int | None = None
+
+
+@dataclass
+class CallRecord:
+    """One agent call of a search, as the run's transcript keeps it (one JSON line each).
+
+    Attributes:
+        n: 1-based number of the call in its search (plans, samples and failed candidates
+            refer to it).
+        role: ``planner``, ``executor``, ``fixer`` or ``summarizer``.
+        model: the model that answered (as the endpoint reported it), else the one asked for.
+        prompt: the chat messages sent (``[{"role", "content"}]``); ``[]`` when prompts are
+            not stored (``llm.storePrompts`` false).
+        reply: the assistant message; None when the call failed or replies are not stored.
+        finish_reason: ``stop``, ``length`` (cut off at the output limit), ... or None.
+        prompt_tokens / completion_tokens / cost_usd: what the endpoint billed for this call
+            (its ``usage``; 0 for a call that failed: nothing was billed), cost in USD from the
+            price table.
+        latency_s: seconds from the request to its answer, the client's retries included.
+        started_at: Unix time (s) the call was made.
+        verdict: ``plan``, ``candidate``, ``rule`` (the reply was used), ``unusable`` (the
+            reply held nothing usable) or ``failed`` (no reply: the call failed).
+        detail: the plan's or rule's title, the parse error, or the call's error.
+        trimmed: what was left out of the prompt to fit the model's context (``experiences``,
+            ``glossary``), in the order it was left out.
+        status: HTTP status of a failed call, else None.
+    """
+
+    n: int
+    role: str
+    model: str
+    prompt: list[dict[str, str]]
+    reply: str | None
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+    started_at: float
+    verdict: str
+    detail: str | None = None
+    trimmed: list[str] = field(default_factory=list)
+    status: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (every attribute; the cost rounded to 6 decimals)."""
+        data = dict(self.__dict__)
+        data["cost_usd"] = round(self.cost_usd, 6)
+        data["latency_s"] = round(self.latency_s, 3)
+        return data
 
 
 @dataclass
@@ -93,6 +153,7 @@ class Rule:
     title: str
     rule: str
     usage: Usage = field(default_factory=Usage)
+    call: int | None = None
 
 
 @dataclass

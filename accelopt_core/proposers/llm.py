@@ -6,8 +6,17 @@ the event loop changed), then reused for every call of that role: a pool serves 
 bursts (N planner or K x plans executor calls at once), so each request scans only that role's
 connections. Retries of rate limits (429), 5xx,
 connection errors and timeouts are the openai client's own: ``max_retries`` with exponential
-backoff (0.5 s doubling to 8 s, 25% jitter, or the server's ``Retry-After``) and a per-request
-``timeout`` — both from :class:`accelopt_core.settings.LLMSettings`.
+backoff (0.5 s doubling to 8 s, 25% jitter, or the server's ``Retry-After`` / ``retry-after-ms``
+up to two minutes; a longer one is not waited for) and a per-request ``timeout`` — both from
+:class:`accelopt_core.settings.LLMSettings`.
+
+Faults no retry fixes are told apart (issue 30): a prompt longer than the model's context (HTTP
+400) raises :class:`LLMContextError`, which the agents answer by trimming the prompt once; a
+missing or rejected API key (HTTP 401/403) or a spent quota (HTTP 429 ``insufficient_quota``)
+raises :class:`LLMUnusable`, and every later call to that endpoint raises it again without a
+request (:meth:`LLMClient.fatal_error`; the search stops with that one message). Tokens, cost
+and the budget count only what the endpoint billed: the ``usage`` of the answers it gave (a
+failed request bills nothing, a retried one once).
 
 API keys. A role's key is read from the environment variable named by its ``apiKeyEnv``
 (default ``OPENAI_API_KEY``) at the first call. When that variable is unset:
@@ -26,13 +35,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
-from accelopt_core.proposers.base import ROLES, Usage
+from accelopt_core.proposers.base import ROLES, CallRecord, Usage
+from accelopt_core.proposers.llm_faults import classify
 from accelopt_core.settings import LLMSettings
 
 log = logging.getLogger("accelopt.llm")
@@ -75,6 +86,19 @@ class LLMBudgetError(LLMError):
     """The token budget (``max_tokens``) is spent; no request was made."""
 
 
+class LLMContextError(LLMError):
+    """HTTP 400: the prompt does not fit the model's context. ``excess_tokens``: how many
+    tokens too many, when the server said (OpenAI, vLLM, llama.cpp and Anthropic-style
+    messages are read), else None."""
+
+    excess_tokens: int | None = None
+
+
+class LLMUnusable(LLMError):
+    """A fault no retry fixes: the API key is missing or was rejected (HTTP 401/403), or the
+    account's quota is spent (HTTP 429 ``insufficient_quota``)."""
+
+
 @dataclass
 class Completion:
     """One chat completion.
@@ -85,6 +109,11 @@ class Completion:
         model: the model that answered (as reported by the endpoint).
         role: the agent role that asked.
         finish_reason: ``stop``, ``length`` (cut off at the output limit) ...
+        reasoning_chars: length of a ``reasoning_content`` / ``reasoning`` field the endpoint
+            sent (never read otherwise), 0 without one.
+        latency_s: seconds from the request to the answer, the client's retries included.
+        record: the call's transcript entry, attached by the agents
+            (:class:`~accelopt_core.proposers.agents.AgentProposer`), else None.
     """
 
     text: str
@@ -92,6 +121,9 @@ class Completion:
     model: str
     role: str
     finish_reason: str | None = None
+    reasoning_chars: int = 0
+    latency_s: float = 0.0
+    record: CallRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +179,7 @@ class LLMClient:
         self._environ = environ
         self._clients: dict[_Endpoint, tuple[openai.AsyncOpenAI, Any]] = {}
         self._usage: dict[str, Usage] = {}
+        self._fatal: dict[tuple[str | None, str], LLMUnusable] = {}
 
     # -- accounting --------------------------------------------------------------------------
     def usage_by_role(self) -> dict[str, Usage]:
@@ -174,6 +207,20 @@ class LLMClient:
         return (
             prompt_tokens * price.input_per_mtok + completion_tokens * price.output_per_mtok
         ) / 1e6
+
+    def fatal_error(self) -> str | None:
+        """The message of the first :class:`LLMUnusable` fault met (a missing or rejected key,
+        a spent quota), None while every endpoint may still answer."""
+        return str(next(iter(self._fatal.values()))) if self._fatal else None
+
+    def preflight(self) -> str | None:
+        """Check, without a request, that every role with a model has an API key; a role
+        without one is recorded as unusable. Returns :meth:`fatal_error`."""
+        for role in ROLES:
+            ep = self._endpoint(role)
+            if ep.model and self._key(ep) is None:
+                self._fatal.setdefault((ep.base_url, ep.key_env), self._missing_key(ep))
+        return self.fatal_error()
 
     # -- endpoints ---------------------------------------------------------------------------
     def _endpoint(self, role: str) -> _Endpoint:
@@ -254,19 +301,50 @@ class LLMClient:
         client = self._client(ep, self._ready(ep))
         temp = self.settings.temperature if temperature is None else temperature
         body = {"model": ep.model, "messages": messages, "temperature": temp}
+        started = time.monotonic()
         try:
             # ``post`` with ``cast_to=object`` is the client's own request path (headers, retries,
             # timeout, errors) without its per-call typed-dict transform of the messages and the
             # pydantic model of the reply: together ~40% of the host's CPU per call (issue 20).
             response = await client.post(CHAT_PATH, body=body, cast_to=object)
         except (openai.OpenAIError, ValueError) as exc:
-            message, status = _failure(exc, self.settings)
-            raise self._error(ep, message, status) from None
-        return self._record(ep, response)
+            raise self._classified(ep, exc) from None
+        done = self._record(ep, response)
+        done.latency_s = time.monotonic() - started
+        return done
+
+    def _classified(self, ep: _Endpoint, exc: Exception) -> LLMError:
+        """The LLMError of a failed request: :class:`LLMContextError` for a prompt over the
+        context, :class:`LLMUnusable` (remembered for ``ep``) for a rejected key or a spent
+        quota, else a plain LLMError."""
+        kind, message, status, excess = classify(exc, self.settings, ep.key_env)
+        if kind == "context":
+            error = self._error(ep, message, status, LLMContextError)
+            error.excess_tokens = excess  # type: ignore[attr-defined]
+            return error
+        if kind == "unusable":
+            return self._unusable(ep, self._error(ep, message, status, LLMUnusable))
+        return self._error(ep, message, status)
+
+    def _unusable(self, ep: _Endpoint, error: LLMError) -> LLMError:
+        """Remember ``error`` (an :class:`LLMUnusable`) for ``ep``'s endpoint and key."""
+        self._fatal.setdefault((ep.base_url, ep.key_env), error)  # type: ignore[arg-type]
+        return error
+
+    def _missing_key(self, ep: _Endpoint) -> LLMUnusable:
+        return self._error(  # type: ignore[return-value]
+            ep,
+            f"no API key: set the environment variable {ep.key_env} "
+            "(or accelopt.llm.apiKeyEnv to the variable that holds it)",
+            cls=LLMUnusable,
+        )
 
     def _ready(self, ep: _Endpoint) -> str:
         """The API key for a call to ``ep``; raises LLMBudgetError / LLMError when no call may
         be made (budget spent, no model, no key for the OpenAI endpoint)."""
+        fatal = self._fatal.get((ep.base_url, ep.key_env))
+        if fatal is not None:
+            raise fatal
         if self.over_budget:
             raise self._error(
                 ep,
@@ -278,11 +356,7 @@ class LLMClient:
             raise self._error(ep, "no model is configured (set accelopt.llm.model)")
         key = self._key(ep)
         if key is None:
-            raise self._error(
-                ep,
-                f"no API key: set the environment variable {ep.key_env} "
-                "(or accelopt.llm.apiKeyEnv to the variable that holds it)",
-            )
+            raise self._unusable(ep, self._missing_key(ep))
         return key
 
     def _error(
@@ -301,7 +375,7 @@ class LLMClient:
         reply = _reply_fields(response)
         if reply is None:
             raise self._error(ep, "unreadable response: not a chat completion")
-        text, finish_reason, answered, prompt_tokens, completion_tokens = reply
+        text, finish_reason, answered, prompt_tokens, completion_tokens, reasoning = reply
         answered_by = answered or ep.model or ""
         price_model = ep.model if ep.model in self.settings.prices else answered_by
         usage = Usage(
@@ -325,13 +399,16 @@ class LLMClient:
             model=answered_by,
             role=ep.role,
             finish_reason=finish_reason,
+            reasoning_chars=reasoning,
         )
 
 
-def _reply_fields(data: Any) -> tuple[str, str | None, str | None, int, int] | None:
-    """``(text, finish_reason, model, prompt_tokens, completion_tokens)`` of a chat completion's
-    JSON body (OpenAI's ``/chat/completions`` response: ``choices[0].message.content``,
-    ``usage.prompt_tokens`` ...); None when ``data`` is not one (no choices, not an object)."""
+def _reply_fields(data: Any) -> tuple[str, str | None, str | None, int, int, int] | None:
+    """``(text, finish_reason, model, prompt_tokens, completion_tokens, reasoning_chars)`` of a
+    chat completion's JSON body (OpenAI's ``/chat/completions`` response:
+    ``choices[0].message.content``, ``usage.prompt_tokens`` ...; ``reasoning_content`` or
+    ``reasoning`` only measured, never used); None when ``data`` is not one (no choices, not
+    an object). Tokens missing from ``usage`` count 0: nothing else is known to be billed."""
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return None
@@ -340,12 +417,16 @@ def _reply_fields(data: Any) -> tuple[str, str | None, str | None, int, int] | N
     content = message.get("content") if isinstance(message, dict) else None
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     model = data.get("model")
+    reasoning = ""
+    if isinstance(message, dict):
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
     return (
         content if isinstance(content, str) else "",
         choice.get("finish_reason"),
         model if isinstance(model, str) and model else None,
         _count(usage.get("prompt_tokens")),
         _count(usage.get("completion_tokens")),
+        len(reasoning) if isinstance(reasoning, str) else 0,
     )
 
 
@@ -355,44 +436,3 @@ def _count(value: Any) -> int:
         return int(value or 0)
     except (TypeError, ValueError):
         return 0
-
-
-def _failure(exc: Exception, settings: LLMSettings) -> tuple[str, int | None]:
-    """What went wrong in a request that raised ``exc`` after the openai client's retries:
-    (message, HTTP status or None). Says "after N retries" for the failures the client retries
-    (408, 409, 429, 5xx, connection errors, timeouts)."""
-    retries = settings.max_retries
-    after = f" after {retries} retries" if retries else ""
-    if isinstance(exc, openai.APIStatusError):
-        code = exc.status_code
-        retried = after if code in (408, 409, 429) or code >= 500 else ""
-        return f"HTTP {code}{retried}: {_status_text(exc)}", code
-    if isinstance(exc, openai.APITimeoutError):
-        return f"timed out after {settings.timeout_s:g} s{after}", None
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc
-        return f"cannot connect{after}: {_short(str(cause) or type(cause).__name__)}", None
-    return f"unreadable response: {_short(str(exc)) or type(exc).__name__}", None
-
-
-def _status_text(exc: openai.APIStatusError) -> str:
-    """The server's error message (OpenAI-shaped ``{"error": {"message": ...}}`` bodies), else
-    the start of the raw body."""
-    body = exc.body
-    if isinstance(body, dict):
-        msg = body.get("message")
-        if isinstance(body.get("error"), dict):
-            msg = body["error"].get("message", msg)
-        if msg:
-            return _short(str(msg))
-    try:
-        raw = exc.response.text
-    except Exception:
-        raw = ""
-    return _short(raw) or "(empty body)"
-
-
-def _short(s: str, limit: int = 300) -> str:
-    """``s`` on one line (whitespace runs collapsed), cut to ``limit`` characters with "..."."""
-    s = " ".join(str(s).split())
-    return s if len(s) <= limit else s[: limit - 3] + "..."

@@ -6,28 +6,39 @@ Nothing here calls a model or raises on a bad reply: a reply that holds no usabl
 the candidate). The only exceptions are :func:`parse_plan_reply` / :func:`parse_rule_reply` on
 an empty reply (ValueError), which the proposer turns into "fewer plans" / a fallback rule.
 
-Executor and fixer replies come in two forms (see ``prompts/executor.txt``):
+Executor and fixer replies, after the model's reasoning is taken off
+(:func:`~accelopt_core.proposers.replies.strip_reasoning`), come in these forms (see
+``prompts/executor.txt``):
 
-1. one fenced code block (```` ```python ````, ```` ```py ````, or an untagged fence) holding
-   the complete module. With several blocks, the largest one that parses (and defines the
-   launcher, when it is known) is taken; an unclosed fence means the reply was cut off.
-2. SEARCH/REPLACE edit blocks (``<<<<<<< SEARCH`` / ``=======`` / ``>>>>>>> REPLACE``, the
+1. SEARCH/REPLACE edit blocks (``<<<<<<< SEARCH`` / ``=======`` / ``>>>>>>> REPLACE``, the
    format of aider), applied in order to the current source. A SEARCH part must match a
    contiguous run of whole lines: exactly first (the first occurrence wins), then ignoring
    leading and trailing whitespace on every line, in which case the replacement is re-indented
    by the difference in indentation of the first line.
+2. unified diffs (```` ```diff ```` blocks or a bare diff), read with unidiff, each hunk applied
+   like a SEARCH/REPLACE block (:mod:`~accelopt_core.proposers.replies`).
+3. fenced code blocks (```` ```python ````, ```` ```py ````, or untagged), or bare code: the
+   complete module, or only what changed (the launcher, the kernel, both in two blocks, a new
+   helper), merged into the current source by top-level name
+   (:mod:`~accelopt_core.proposers.merging`). Blocks with a syntax error are skipped when
+   another block is usable; blocks that define no function or class (snippets, usage) are never
+   merged; an unclosed fence means the reply was cut off.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 
 from accelopt_core.kernelfile import KernelFile, restore_harness
 from accelopt_core.proposers.base import Plan, Rule, Sample
+from accelopt_core.proposers.merging import defines_code, merge_code, unused_additions
+from accelopt_core.proposers.replies import Edit, diff_edits, diff_texts, strip_reasoning
 
 NO_CODE = "reply held no code"
 NO_OP = "edit is a no-op"
+FRAGMENT = "the reply's code defines no function or class (a fragment cannot be merged)"
 TITLE_MAX = 80
 
 #: A candidate's code and its parsed module.
@@ -91,27 +102,40 @@ def _describe(exc: SyntaxError, what: str) -> str:
     return f"{what} has a syntax error{where}: {exc.msg}"
 
 
-def _code_from_blocks(reply: str, entry: str | None) -> Sample | _Code | None:
-    """A full-module reply: the chosen code and its tree, a failed Sample, or None (no
-    block)."""
-    blocks, cut_off = fenced_blocks(reply)
+def _code_from_blocks(answer: str, current_source: str, entry: str | None) -> Sample | _Code | None:
+    """Code blocks (or bare code) merged into ``current_source``: the new code and its tree, a
+    failed Sample, or None (no code at all)."""
+    blocks, cut_off = fenced_blocks(answer)
     code = [body for lang, body in blocks if lang in _PY_LANGS and body.strip()]
     if not code:
         if cut_off:
             return Sample(None, error="reply was cut off inside a code block (no closing fence)")
-        return None
-    parsed: list[tuple[bool, int, str, ast.Module]] = []
-    for body in code:
-        tree = _parse(body)
-        if isinstance(tree, ast.Module):
-            parsed.append((bool(entry) and entry in _functions(tree), len(body), body, tree))
-    if parsed:
-        _, _, body, tree = max(parsed, key=lambda p: p[:3])
-        return body, tree
-    exc = _parse(max(code, key=len))
-    if not isinstance(exc, SyntaxError):
-        exc = SyntaxError("invalid syntax")
-    return Sample(None, error=_describe(exc, "the code block"))
+        bare = _bare_code(answer)
+        if bare is None:
+            return None
+        code = [bare[0]]
+    parsed = [(body, tree) for body in code if isinstance(tree := _parse(body), ast.Module)]
+    usable = [(body, tree) for body, tree in parsed if defines_code(tree)]
+    if not usable:
+        if parsed:
+            return Sample(None, error=FRAGMENT)
+        exc = _parse(max(code, key=len))
+        if not isinstance(exc, SyntaxError):
+            exc = SyntaxError("invalid syntax")
+        return Sample(None, error=_describe(exc, "the code block"))
+    current = _parse(current_source)
+    if not isinstance(current, ast.Module):  # nothing to merge into: the last block is it
+        return usable[-1]
+    try:
+        merged = merge_code(current_source, current, usable, entry)
+    except SyntaxError as exc:
+        return Sample(None, error=_describe(exc, "the merged source"))
+    unused = unused_additions(merged)
+    if unused:
+        names = ", ".join(f"`{n}`" for n in unused)
+        keep = f" (the launcher `{entry}` keeps its name)" if entry else ""
+        return Sample(None, error=f"the reply only adds {names}, which nothing uses{keep}")
+    return merged.source, merged.tree
 
 
 # -- SEARCH/REPLACE --------------------------------------------------------------------------
@@ -158,13 +182,15 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def _find(src: list[str], search: list[str], key) -> int:
+def _find(src: list[str], search: list[str], key, near: int | None = None) -> int:
+    """Where ``search`` matches a run of ``src`` (compared by ``key``): the first match, or
+    with ``near`` (a 0-based line) the match closest to it; -1 when none."""
     n = len(search)
-    want = [key(s) for s in search]
-    for i in range(len(src) - n + 1):
-        if [key(s) for s in src[i : i + n]] == want:
-            return i
-    return -1
+    want, keys = [key(s) for s in search], [key(s) for s in src]
+    found = [i for i in range(len(src) - n + 1) if keys[i : i + n] == want]
+    if not found:
+        return -1
+    return found[0] if near is None else min(found, key=lambda i: (abs(i - near), i))
 
 
 def _reindent(replace: list[str], search_first: str, source_first: str) -> list[str]:
@@ -180,31 +206,52 @@ def _reindent(replace: list[str], search_first: str, source_first: str) -> list[
     return replace
 
 
+def _keep_unchanged(replace: list[str], search: list[str], found: list[str]) -> list[str]:
+    """``replace`` with each line the edit left unchanged (equal to its SEARCH line but for
+    surrounding whitespace) taken verbatim from the source lines ``found``."""
+    matcher = difflib.SequenceMatcher(
+        None, [s.strip() for s in search], [r.strip() for r in replace], autojunk=False
+    )
+    out = list(replace)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            out[block.b + k] = found[block.a + k]
+    return out
+
+
 def apply_edits(
-    source: str, blocks: list[tuple[list[str], list[str]]]
+    source: str,
+    blocks: list[tuple[list[str], list[str]]] | list[Edit],
+    what: str = "SEARCH/REPLACE block",
 ) -> tuple[str | None, str | None]:
-    """Apply SEARCH/REPLACE blocks in order. Returns (new source, None) or (None, error naming
-    the block and the first line of its SEARCH text)."""
+    """Apply edits in order: SEARCH/REPLACE blocks ``(search lines, replace lines)``, or diff
+    hunks ``(old lines, new lines, 1-based old-file line or None)`` whose line picks the
+    closest match when the lines occur more than once (shifted by the earlier hunks' growth).
+    Returns (new source, None) or (None, error naming the edit (``what`` N) and the first
+    line of its text)."""
     src = source.splitlines()
     trailing_newline = source.endswith("\n")
-    for n, (search_raw, replace_raw) in enumerate(blocks, 1):
-        search = _trim_blank(search_raw)
-        replace = _trim_blank(replace_raw)
+    shift = 0
+    for n, edit in enumerate(blocks, 1):
+        search, replace = _trim_blank(edit[0]), _trim_blank(edit[1])
+        hint = edit[2] if len(edit) > 2 else None  # type: ignore[misc]
+        near = hint - 1 + shift if isinstance(hint, int) else None
         if not search:
-            return None, f"SEARCH/REPLACE block {n} has an empty SEARCH part"
-        at = _find(src, search, lambda s: s)
-        if at >= 0:
-            src[at : at + len(search)] = replace
-            continue
-        at = _find(src, search, str.strip)
-        if at >= 0:
-            src[at : at + len(search)] = _reindent(replace, search[0], src[at])
-            continue
-        first = search[0].strip()
-        return None, (
-            f"SEARCH/REPLACE block {n} does not apply: its SEARCH text starting "
-            f"{first!r} is not in the current source"
-        )
+            return None, f"{what} {n} has an empty SEARCH part"
+        at = _find(src, search, lambda s: s, near)
+        if at < 0:
+            at = _find(src, search, str.strip, near)
+            if at >= 0:
+                found = src[at : at + len(search)]
+                replace = _keep_unchanged(_reindent(replace, search[0], src[at]), search, found)
+        if at < 0:
+            first = search[0].strip()
+            return None, (
+                f"{what} {n} does not apply: its {'SEARCH text' if near is None else 'lines'} "
+                f"starting {first!r} {'is' if near is None else 'are'} not in the current source"
+            )
+        src[at : at + len(search)] = replace
+        shift += len(replace) - len(search)
     return "\n".join(src) + ("\n" if trailing_newline or not src else ""), None
 
 
@@ -219,8 +266,9 @@ def parse_code_reply(
     """Turn an executor/fixer reply into a candidate module.
 
     Args:
-        reply: the model's answer (full module in a fenced block, or SEARCH/REPLACE blocks;
-            raw code without fences is accepted when it parses and defines a function).
+        reply: the model's answer in any form of the module docstring (reasoning in
+            ``<think>`` tags is taken off first; raw code without fences is accepted when it
+            parses and defines a function).
         current_source: the source the edit blocks apply to (the parent or failing candidate).
         original: the user's parsed file; when given, its harness is restored into the
             result with :func:`accelopt_core.kernelfile.restore_harness`.
@@ -232,15 +280,20 @@ def parse_code_reply(
         ``Sample(None, error)`` where error is
         one of: "reply held no code", "edit is a no-op", "... has a syntax error line N: ...",
         "SEARCH/REPLACE block N does not apply: its SEARCH text starting '...' ...",
-        "reply was cut off ...", "the code defines no launcher `name`". Never raises.
+        "diff hunk N does not apply ...", "the diff cannot be read: ...", "reply was cut off
+        ...", "the reply ended inside the model's reasoning ...", :data:`FRAGMENT`, "the
+        reply only adds `name`, which nothing uses", "the code defines no launcher `name`".
+        Never raises.
     """
-    reply = reply or ""
-    if _EDIT_START.search(reply):
-        found = _code_from_edits(reply, current_source)
+    answer, problem = strip_reasoning(reply or "")
+    if problem:
+        return Sample(None, error=problem)
+    if _EDIT_START.search(answer):
+        found = _code_from_edits(answer, current_source)
+    elif diffs := diff_texts(fenced_blocks(answer)[0], answer):
+        found = _code_from_diffs(diffs, current_source)
     else:
-        found = _code_from_blocks(reply, entry)
-        if found is None:
-            found = _bare_code(reply)
+        found = _code_from_blocks(answer, current_source, entry)
     if found is None:
         return Sample(None, error=NO_CODE)
     if isinstance(found, Sample):
@@ -254,7 +307,24 @@ def _code_from_edits(reply: str, current_source: str) -> _Code | Sample:
     blocks, problem = edit_blocks(reply)
     if problem:
         return Sample(None, error=problem)
-    source, problem = apply_edits(current_source, blocks)
+    return _edited(current_source, *apply_edits(current_source, blocks))
+
+
+def _code_from_diffs(diffs: list[str], current_source: str) -> _Code | Sample:
+    """A diff reply: ``current_source`` with the hunks of every diff applied in order, or a
+    failed Sample (unreadable diff, hunk that does not apply, no-op, syntax error)."""
+    edits: list[Edit] = []
+    for diff in diffs:
+        found, problem = diff_edits(diff)
+        if problem:
+            return Sample(None, error=problem)
+        edits += found
+    return _edited(current_source, *apply_edits(current_source, edits, "diff hunk"))
+
+
+def _edited(current_source: str, source: str | None, problem: str | None) -> _Code | Sample:
+    """The result of applying edits to ``current_source`` as code and tree, or a failed Sample
+    (``problem``, no-op, syntax error)."""
     if source is None:
         return Sample(None, error=problem)
     if source == current_source:
@@ -342,11 +412,20 @@ def _title(text: str) -> str:
     return ""
 
 
+def _answer(text: str) -> str:
+    """``text`` without its reasoning, stripped; ValueError when it held nothing else."""
+    answer, problem = strip_reasoning(text or "")
+    if problem:
+        raise ValueError(problem)
+    return answer.strip()
+
+
 def parse_plan_reply(text: str) -> Plan:
     """A planner reply as a :class:`Plan`: ``title`` from the ``Title:`` line, else the first
     non-empty line (markdown marks removed, at most 80 characters); ``text`` the whole reply,
-    stripped. Raises ValueError on an empty reply."""
-    body = (text or "").strip()
+    stripped, its reasoning taken off. Raises ValueError on an empty reply (or one that is all
+    reasoning)."""
+    body = _answer(text)
     title = _title(body)
     if not body or not title:
         raise ValueError("the planner's reply was empty")
@@ -356,9 +435,9 @@ def parse_plan_reply(text: str) -> Plan:
 def parse_rule_reply(text: str) -> Rule:
     """A summarizer reply as a :class:`Rule`: ``title`` as for plans; ``rule`` the text of the
     ``Rule:`` section (up to the slow/fast patterns), else everything after the title line;
-    the slow/fast patterns themselves are not part of the rule. Raises ValueError on an empty
-    reply."""
-    body = (text or "").strip()
+    the slow/fast patterns themselves are not part of the rule. Its reasoning is taken off first.
+    Raises ValueError on an empty reply (or one that is all reasoning)."""
+    body = _answer(text)
     title = _title(body)
     if not body or not title:
         raise ValueError("the summarizer's reply was empty")

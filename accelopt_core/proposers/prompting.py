@@ -26,6 +26,19 @@ USER_MARKER = "=== USER ==="
 MAX_ERROR_CHARS = 4000
 #: Reward-hack experiences shown to the planner as "do not" examples (issue 10).
 MAX_HACKS_SHOWN = 3
+#: What a prompt loses, in this order, when it exceeds the model's context (issue 30): the
+#: memory's experiences first, then the profile glossary. (label, prompt values).
+TRIMMABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("experiences", ("positives", "negatives")),
+    ("glossary", ("glossary",)),
+)
+#: What stands in a trimmed value's place.
+LEFT_OUT = "(left out: the prompt did not fit the model's context)"
+#: What the planner is shown without positive / negative experiences.
+NO_POSITIVES, NO_NEGATIVES = "(none yet)", "(none recorded)"
+#: Characters per token used to estimate what trimming saves: about 4 for English text and
+#: code (OpenAI's rule of thumb, help.openai.com "What are tokens and how to count them").
+CHARS_PER_TOKEN = 4
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 #: What each of several planner calls drafted in parallel looks at first, so that they differ.
 _ANGLES = [
@@ -74,6 +87,32 @@ def render(role: str, values: dict[str, str]) -> list[dict[str, str]]:
         {"role": "system", "content": fill(system, values).strip() + "\n"},
         {"role": "user", "content": fill(user, values).strip() + "\n"},
     ]
+
+
+_NOTHING = (LEFT_OUT, NO_POSITIVES, NO_NEGATIVES)
+
+
+def trim_prompt(
+    values: dict[str, str], excess_tokens: int | None
+) -> tuple[dict[str, str], list[str]]:
+    """The prompt values with :data:`TRIMMABLE` parts replaced by :data:`LEFT_OUT`, in order,
+    until the characters removed cover ``excess_tokens`` x :data:`CHARS_PER_TOKEN` (every part
+    the prompt has when the excess is unknown; a part that is empty or says there is nothing,
+    "(none yet)", is not a part). Returns (values, labels of what was left out); no label when
+    the prompt has nothing left to trim."""
+    out = dict(values)
+    cut: list[str] = []
+    saved = 0
+    for label, keys in TRIMMABLE:
+        present = [k for k in keys if out.get(k) not in (None, "", *_NOTHING)]
+        if not present:
+            continue
+        saved += sum(len(out[k]) for k in present)
+        out.update({k: LEFT_OUT for k in present})
+        cut.append(label)
+        if excess_tokens is not None and saved >= excess_tokens * CHARS_PER_TOKEN:
+            break
+    return out, cut
 
 
 def api_note(backend: str) -> str:
@@ -214,7 +253,7 @@ def format_experiences(experiences: list[Any], *, positive: bool) -> str:
     rules = [e for e in experiences if not getattr(e, "hack", None)]
     text = "\n".join(_experience_line(exp) for exp in rules)
     if not rules:
-        text = "(none yet)" if positive else "(none recorded)"
+        text = NO_POSITIVES if positive else NO_NEGATIVES
     return f"{text}\n\n{format_hacks(hacks)}" if hacks else text
 
 

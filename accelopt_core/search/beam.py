@@ -21,6 +21,12 @@ it (:mod:`.retime`); LLM calls and evaluations run concurrently; tokens and cost
 the search honours cancellation within a second and stops at a budget (iterations, tokens, wall time;
 :mod:`.budget`).
 
+Every failed sample or candidate leaves a record with its stage and reason in the report
+(:class:`~accelopt_core.search.report.FailedCandidate`) and a :class:`CandidateFailed` event; with a
+run store, the run's folder keeps the report, the plans and every agent call (:mod:`.recording`).
+A proposer that can make no call (missing or rejected API key) stops the search before the
+baseline is timed, or at the next checkpoint, with that one reason.
+
 Every slow->fast step confirmed by re-timing is summarized into an experience of the optimization
 memory (positive); a correct rewrite that made the kernel slower is stored as a negative experience,
 and a candidate the judge caught (``rejected`` with a trust ``rule``, at its first evaluation or at
@@ -41,6 +47,7 @@ from accelopt_core.search.budget import Budget, BudgetSpent
 from accelopt_core.search.candidate import Candidate, is_faster, rank_verified
 from accelopt_core.search.events import (
     CandidateEvaluated,
+    CandidateFailed,
     NewBest,
     SearchEvent,
     SearchFinished,
@@ -50,6 +57,7 @@ from accelopt_core.search.events import (
 from accelopt_core.search.iterations import Iterations
 from accelopt_core.search.learning import Learner
 from accelopt_core.search.proposing import Contexts, Proposals
+from accelopt_core.search.recording import RunRecorder
 from accelopt_core.search.report import SearchReport, Tally, token_table
 from accelopt_core.search.retime import Retimer
 from accelopt_core.search.selection import select_beam
@@ -90,6 +98,7 @@ class BeamSearch:
         memory: an :class:`accelopt_core.memory.OptimizationMemory`, or None to search without one.
         results: an :class:`accelopt_core.memory.ResultsStore` where the report is saved, or None.
         target_name: shown in the report.
+        runs: an :class:`accelopt_core.memory.runs.RunStore` keeping the run's folder, or None.
 
     Raises:
         ValueError: the file has no such kernel, or no complete harness whose entry launches it.
@@ -106,6 +115,7 @@ class BeamSearch:
         memory: Any = None,
         results: Any = None,
         target_name: str = "local",
+        runs: Any = None,
     ) -> None:
         self.kernel, self.entry = _kernel_and_entry(original, kernel_name)
         self.original = original
@@ -116,8 +126,11 @@ class BeamSearch:
         self.results = results
         self.target_name = target_name
         self._events = Subscribers()
-        self._tally = Tally()
-        self._budget = Budget(settings, lambda: proposer.usage())
+        self._tally = Tally(on_failure=lambda f: self._events.emit(CandidateFailed(f)))
+        self._budget = Budget(
+            settings, lambda: proposer.usage(), getattr(proposer, "unusable", None)
+        )
+        self._recorder = RunRecorder.for_search(runs, self, proposer) if runs is not None else None
         self._trials = Trials(evaluator, original, self.entry, self._tally, self._events)
         contexts = Contexts(
             original,
@@ -150,6 +163,7 @@ class BeamSearch:
         )
         self._inner: asyncio.Task[SearchReport] | None = None
         self._best: Candidate | None = None
+        self._report_made: SearchReport | None = None
         self._stopped_reason = "completed"
 
     # -- public API ---------------------------------------------------------------------------
@@ -181,6 +195,8 @@ class BeamSearch:
         stops the search and re-raises.
         """
         self._budget.start()
+        if self._recorder is not None:
+            await self._recorder.start()
         self._inner = asyncio.create_task(self._search())
         try:
             report = await self._inner
@@ -190,10 +206,14 @@ class BeamSearch:
                 with contextlib.suppress(BaseException):
                     await self._inner
                 await self._cancel_background()
+                await self._close_recorder()
                 raise
             self._stopped_reason = "cancelled"
             await self._cancel_background()
             report = self._report()
+        self._report_made = report
+        if self._recorder is not None:
+            await self._recorder.finish(report)
         if wait_for_memory:
             report.memory_added = await self.drain()
         self._events.emit(SearchFinished(report))
@@ -203,14 +223,27 @@ class BeamSearch:
 
     async def drain(self) -> int:
         """Wait for the pending memory writes (summaries of confirmed slow->fast steps and
-        negative experiences). Returns the number of experiences added by this search."""
-        return await self._learner.drain()
+        negative experiences); the report's token totals then take in the summarizer's calls,
+        and the run's folder is closed. Returns the number of experiences added by this
+        search."""
+        try:
+            return await self._learner.drain()
+        finally:
+            if self._report_made is not None:
+                tokens, cost = token_table(self._budget.usage())
+                self._report_made.tokens, self._report_made.cost_usd = tokens, cost
+            await self._close_recorder()
+
+    async def _close_recorder(self) -> None:
+        if self._recorder is not None:
+            await self._recorder.close()
 
     # -- the search -----------------------------------------------------------------------------
 
     async def _search(self) -> SearchReport:
         try:
             async with self._budget.wall_clock():
+                self._budget.check()  # an unusable proposer (no API key) stops before anything
                 baseline = await self._trials.evaluate_baseline(self._proposals.warm())
                 if not baseline.result.ok:
                     self._stopped_reason = f"baseline {baseline.result.status}"
@@ -289,6 +322,7 @@ class BeamSearch:
             evaluated=self._tally.evaluated,
             duplicates=self._tally.duplicates,
             failures=dict(self._tally.failures),
+            failed_candidates=list(self._tally.failed),
             tokens=tokens,
             cost_usd=cost_usd,
             wall_s=self._budget.elapsed_s(),

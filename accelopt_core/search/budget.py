@@ -18,6 +18,11 @@ class BudgetSpent(Exception):
     (``budget: tokens (1200 >= 1000)``, ``budget: wall time``)."""
 
 
+class ProposerUnusable(BudgetSpent):
+    """The proposer can make no call (a missing or rejected API key, a spent quota); ``str(exc)``
+    is ``LLM unusable: <why>``, the report's ``stopped_reason``."""
+
+
 class Budget:
     """Token and wall-time limits of one search, checked against the proposer's usage.
 
@@ -26,12 +31,20 @@ class Budget:
             :meth:`start`); None means no limit.
         usage: the proposer's usage per role (``Proposer.usage``); an exception there counts as
             no usage.
+        unusable: why the proposer can make no call, or None (``AgentProposer.unusable``);
+            None (the default) for a proposer that can always propose.
     """
 
-    def __init__(self, settings: SearchSettings, usage: Callable[[], Mapping[str, Usage]]) -> None:
+    def __init__(
+        self,
+        settings: SearchSettings,
+        usage: Callable[[], Mapping[str, Usage]],
+        unusable: Callable[[], str | None] | None = None,
+    ) -> None:
         self.max_tokens = settings.max_tokens
         self.max_wall_s = settings.max_wall_s
         self._usage = usage
+        self._unusable = unusable
         self.started = time.monotonic()
         self.cancel_requested = False
 
@@ -55,10 +68,14 @@ class Budget:
 
         Raises:
             asyncio.CancelledError: the search was asked to stop (:attr:`cancel_requested`).
+            ProposerUnusable: the proposer can make no call (its ``unusable`` says why).
             BudgetSpent: the proposer's tokens reached ``max_tokens``.
         """
         if self.cancel_requested:
             raise asyncio.CancelledError
+        why = self._unusable() if self._unusable is not None else None
+        if why:
+            raise ProposerUnusable(f"LLM unusable: {why}")
         if self.max_tokens is not None:
             used = sum(u.total_tokens for u in self.usage().values())
             if used >= self.max_tokens:

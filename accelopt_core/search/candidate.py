@@ -58,6 +58,8 @@ class Candidate:
             mode ignores (:func:`launch_only_change` under ``interpreter``/``simulated``
             timing): it counts as equal to its parent (never an improvement nor a regression).
         ab_ratios: child/parent latency ratio of each re-timing round (< 1: the child won).
+        call: the transcript call (executor or fixer) whose reply it is
+            (:attr:`~accelopt_core.proposers.CallRecord.n`), None without one.
         tree: ``source`` parsed, when the proposer handed it over (never mutated; the
             evaluator's gate reads it instead of parsing again); None otherwise. Not part of
             the JSON form.
@@ -78,6 +80,7 @@ class Candidate:
     confirmed: bool = False
     ignored_by_timing: bool = False
     ab_ratios: list[float] = field(default_factory=list)
+    call: int | None = None
     tree: ast.Module | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -108,10 +111,12 @@ class Candidate:
         tokens: int = 0,
         fixed: bool = False,
         tree: ast.Module | None = None,
+        call: int | None = None,
     ) -> Candidate:
         """A rewrite of ``parent`` by ``plan``, not evaluated yet: its result reads ``timeout``
         (what a search stopped during its evaluation leaves) until the evaluation replaces it.
-        ``tree``: ``source`` parsed by the proposer, when it was."""
+        ``tree``: ``source`` parsed by the proposer, when it was; ``call``: the transcript call
+        of its reply."""
         return cls(
             id=candidate_id(source, tree),
             source=source,
@@ -123,6 +128,7 @@ class Candidate:
             tokens=tokens,
             fixed=fixed,
             tree=tree,
+            call=call,
         )
 
     @property
@@ -157,6 +163,7 @@ class Candidate:
             "ab_ratios": list(self.ab_ratios),
             "tokens": self.tokens,
             "fixed": self.fixed,
+            "call": self.call,
             "pct_of_peak": self.result.pct_of_peak,
             "result": self.result.to_dict(),
             "source": self.source,
@@ -185,6 +192,7 @@ class Candidate:
             confirmed=bool(data.get("confirmed", data.get("rank") is not None)),
             ignored_by_timing=bool(data.get("ignored_by_timing", False)),
             ab_ratios=[float(r) for r in data.get("ab_ratios") or []],
+            call=data.get("call"),
         )
 
 

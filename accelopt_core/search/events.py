@@ -3,8 +3,9 @@
 A subscriber (the server's job manager, the CLI's progress line) tells the events apart by type;
 they are emitted on the event loop, in this order: :class:`CandidateEvaluated` for the baseline,
 :class:`SearchStarted`, then per iteration :class:`IterationStarted` and a
-:class:`CandidateEvaluated` per evaluated rewrite, :class:`NewBest` whenever re-timing confirms a
-new best, and :class:`SearchFinished` last. Iterations overlap (:mod:`.iterations`): the last
+:class:`CandidateEvaluated` per evaluated rewrite, :class:`CandidateFailed` for every sample or
+candidate that failed (right after its evaluation, or when its reply held no usable code),
+:class:`NewBest` whenever re-timing confirms a new best, and :class:`SearchFinished` last. Iterations overlap (:mod:`.iterations`): the last
 rewrites of iteration i may be evaluated after :class:`IterationStarted` of iteration i+1 (each
 rewrite's ``candidate.iteration`` tells which one it belongs to).
 """
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from accelopt_core.search.candidate import Candidate
-from accelopt_core.search.report import SearchReport
+from accelopt_core.search.report import FailedCandidate, SearchReport
 
 log = logging.getLogger("accelopt.search")
 
@@ -45,6 +46,14 @@ class CandidateEvaluated:
 
 
 @dataclass
+class CandidateFailed:
+    """A sample or candidate failed: at parsing, at its call, or at its evaluation or
+    re-timing (:class:`~accelopt_core.search.report.FailedCandidate` says where and why)."""
+
+    failure: FailedCandidate
+
+
+@dataclass
 class NewBest:
     """A candidate beat the best so far past the noise margin (``speedup`` vs the baseline)."""
 
@@ -59,7 +68,14 @@ class SearchFinished:
     report: SearchReport
 
 
-SearchEvent = SearchStarted | IterationStarted | CandidateEvaluated | NewBest | SearchFinished
+SearchEvent = (
+    SearchStarted
+    | IterationStarted
+    | CandidateEvaluated
+    | CandidateFailed
+    | NewBest
+    | SearchFinished
+)
 
 
 class Subscribers:

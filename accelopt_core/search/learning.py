@@ -19,7 +19,7 @@ from accelopt_core.onsite.judge.derived_checks import DERIVED_RULE
 from accelopt_core.proposers import Plan, Proposer
 from accelopt_core.search.candidate import Candidate
 from accelopt_core.search.proposing import Contexts
-from accelopt_core.search.report import Tally
+from accelopt_core.search.report import MAX_REASON, Tally, failure_stage
 from accelopt_core.search.tasks import Background
 
 #: A summary title that starts with this says the change does not transfer: nothing is stored.
@@ -113,6 +113,11 @@ class Learner:
             lesson = self._did_not_help(fast, speedup)
         try:
             experience = self._experience(slow, fast, speedup, *lesson, positive=positive)
+            if not positive:
+                experience.reason = (
+                    f"correct but slower: {speedup:.3g}x of its parent's speed "
+                    f"({fast.latency_ms or 0:.4g} ms against {slow.latency_ms or 0:.4g} ms)"
+                )
             await asyncio.to_thread(self._memory.add, experience)
             self.added += 1
         except Exception as exc:  # invalid experience, MemoryUnavailable, disk error: go on
@@ -123,6 +128,7 @@ class Learner:
 
         message = " ".join((cand.result.message or "").split())[:MAX_HACK_MESSAGE]
         lesson = f"Caught by the judge ({rule}): do not '{cand.plan_title}'."
+        why = f"{failure_stage(cand.result)}: {rule}: {cand.result.message or ''}"
         try:
             experience = Experience.create(
                 backend=self._kernel.backend,
@@ -139,6 +145,7 @@ class Learner:
                 plan=cand.plan_text or cand.plan_title,
                 hack=rule,
                 judge_version=cand.result.judge_version,
+                reason=why[:MAX_REASON],
             )
             await asyncio.to_thread(self._memory.add, experience)
             self.added += 1

@@ -1,7 +1,9 @@
 """One iteration's rewrites of one parent: its plans, every sample of every plan concurrently,
 each sample evaluated as soon as its plan's samples exist, and ``search.fixer_attempts`` repair
-tries for a sample that failed to compile, crashed or was incorrect. Every parent of the beam
-runs its own family (no parent waits for another's plans); :mod:`.iterations` runs them."""
+tries for a sample that failed to compile, crashed or was incorrect, or whose reply held no
+usable code (the fixer is shown the parse error; issue 30). Every failure is recorded in the
+tally (:class:`~accelopt_core.search.report.FailedCandidate`). Every parent of the beam runs its
+own family (no parent waits for another's plans); :mod:`.iterations` runs them."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ import logging
 from typing import Any
 
 from accelopt_core.kernelfile import KernelFile, KernelInfo
+from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Plan, ProposalContext, Proposer, Sample
+from accelopt_core.proposers.base import UNUSABLE_REPLY
 from accelopt_core.search.budget import Budget
 from accelopt_core.search.candidate import FIXABLE, Candidate
-from accelopt_core.search.report import Tally
+from accelopt_core.search.report import FailedCandidate, Tally
 from accelopt_core.search.selection import Round
 from accelopt_core.search.tasks import gather_all
 from accelopt_core.search.trials import Trials
@@ -100,7 +104,7 @@ class Proposals:
         contexts: builds each parent's :class:`ProposalContext`.
         trials: evaluates each new candidate once.
         budget: checked before the samples and before each fix.
-        tally: counts samples without code (``no_code``).
+        tally: records every failed sample and candidate.
     """
 
     def __init__(
@@ -169,32 +173,58 @@ class Proposals:
     async def _outcome(
         self, parent: Candidate, ctx: ProposalContext, plan: Plan, sample: Sample
     ) -> Candidate | None:
-        tokens = plan.usage.total_tokens + sample.usage.total_tokens
-        if sample.source is None:
-            self._tally.count_failure("no_code")
+        attempts = self._settings.fixer_attempts
+        tokens, fixed = plan.usage.total_tokens + sample.usage.total_tokens, False
+        while sample.source is None:  # a reply without usable code: the fixer sees why
+            self._tally.record(
+                FailedCandidate.of_sample(plan.title, sample, parent, ctx.iteration, fixed=fixed)
+            )
             log.info("plan %r produced no code: %s", plan.title, sample.error)
-            return None
+            if attempts <= 0 or sample.stage != "parse":
+                return None
+            attempts -= 1
+            self._budget.check()
+            why = f"{UNUSABLE_REPLY}: {sample.error}"
+            failure = EvalResult.failure("compile_error", why, rule=UNUSABLE_REPLY)
+            again = await self._proposer.fix(ctx, plan, parent.source, failure)
+            if again is None:
+                return None
+            sample, fixed = again, True
+            tokens += sample.usage.total_tokens
         child = Candidate.child(
-            parent, plan, sample.source, ctx.iteration, tokens=tokens, tree=sample.tree
+            parent,
+            plan,
+            sample.source,
+            ctx.iteration,
+            tokens=tokens,
+            tree=sample.tree,
+            fixed=fixed,
+            call=sample.call,
         )
         cand = await self._trials.evaluate(child)
         if cand is not None:
-            cand = await self._repair(cand, parent, ctx, plan)
+            cand = await self._repair(cand, parent, ctx, plan, attempts)
         return cand if cand is not None and cand.result.ok else None
 
     async def _repair(
-        self, cand: Candidate, parent: Candidate, ctx: ProposalContext, plan: Plan
+        self, cand: Candidate, parent: Candidate, ctx: ProposalContext, plan: Plan, attempts: int
     ) -> Candidate | None:
-        """Up to ``fixer_attempts`` fixes while the latest try failed in a fixable way; the last
-        candidate evaluated (None when a fix repeated an earlier candidate)."""
+        """Up to ``attempts`` fixes while the latest try failed in a fixable way; the last
+        candidate evaluated (None when a fix repeated an earlier candidate). A fix without
+        usable code is recorded and ends the repair."""
         tokens = cand.tokens
         attempt: Candidate | None = cand
-        for _ in range(self._settings.fixer_attempts):
+        for _ in range(attempts):
             if attempt is None or attempt.result.status not in FIXABLE:
                 break
             self._budget.check()
             fixed = await self._proposer.fix(ctx, plan, attempt.source, attempt.result)
-            if fixed is None or fixed.source is None:
+            if fixed is None:
+                break
+            if fixed.source is None:
+                self._tally.record(
+                    FailedCandidate.of_sample(plan.title, fixed, parent, ctx.iteration, fixed=True)
+                )
                 break
             repaired = Candidate.child(
                 parent,
@@ -204,6 +234,7 @@ class Proposals:
                 tokens=tokens + fixed.usage.total_tokens,
                 fixed=True,
                 tree=fixed.tree,
+                call=fixed.call,
             )
             attempt = await self._trials.evaluate(repaired)
         return attempt

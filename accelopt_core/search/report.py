@@ -1,15 +1,52 @@
-"""The report of a beam search, the running tally it is made from, and its JSON form."""
+"""The report of a beam search, the running tally it is made from, and its JSON form.
+
+Failed candidates (issue 30). Every sample that did not become a correct candidate leaves one
+:class:`FailedCandidate` record, in the order the failures happened; ``accelopt optimize
+--json`` lists them all under ``failed_candidates``, the CLI prints them as a table (the
+reasons in full with ``--verbose``), the language server logs each one (``window/logMessage``)
+and counts them in its progress, and ``accelopt runs show`` prints them again later. One
+record, as JSON::
+
+    {
+      "plan": "wider blocks and more warps",  # the plan's title
+      "stage": "compile",      # parse | gate | compile | launch | incorrect | timeout
+                               # | crash | llm  (FAILURE_STAGES; see failure_stage)
+      "reason": "Triton compilation error: ...",  # the full reason, one or more lines
+      "line": 37,              # 1-based line of the candidate (null when unknown / parse)
+      "status": "compile_error",  # the evaluation status, "no_code" for parse and llm
+      "rule": null,            # the judge's rule for stage "gate" ("gate: torch compute", ...)
+      "candidate_id": "3f2a9c0d1e4b",  # null when no candidate was made (parse, llm)
+      "parent_id": "8be1d2c3a4f5",
+      "iteration": 1,
+      "fixed": false,          # the fixer's attempt
+      "retime": false,         # failed at its re-timing, not at its first evaluation
+      "call": 4,               # the transcript call that produced it (accelopt runs show)
+      "excerpt": "# Failing line 37:\n>> 37 | ..."  # numbered lines around `line`, or ""
+    }
+
+The stages: ``parse`` the reply held no usable code; ``llm`` the agent's call failed (no
+reply); ``gate`` the judge rejected the candidate by a trust rule (the static gate before it
+ran, or a check of its run, ``rule`` names it); ``compile`` it did not load or compile (also
+for the configured GPU); ``launch`` it cannot launch on the configured GPU; ``incorrect`` wrong
+outputs; ``timeout`` no answer in time; ``crash`` it raised or died while running.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from accelopt_core.devicefacts import number
+from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Usage
 from accelopt_core.search.candidate import Candidate
+
+#: Where a candidate failed, in the order of its path (see the module docstring).
+FAILURE_STAGES = ("llm", "parse", "gate", "compile", "launch", "incorrect", "timeout", "crash")
+#: Longest reason kept in a record (characters; the tail is kept: tracebacks end with the cause).
+MAX_REASON = 4000
 
 #: What a result timed on the host says about the hardware, where it is shown (issue 11): the
 #: Triton interpreter times on CPU, the NKI simulator (``nki.simulate``) does not time at all.
@@ -98,6 +135,118 @@ def busiest_engine(metrics: Mapping[str, Any]) -> str | None:
     return f"{name} engine {pct:.0f}% active"
 
 
+def failure_stage(result: EvalResult) -> str:
+    """The stage of a failed evaluation: ``gate`` (``rejected``), ``compile``
+    (``compile_error``, or ``incorrect`` because it does not compile for the configured GPU),
+    ``launch`` (``incorrect``: it cannot launch on the configured GPU), ``incorrect``,
+    ``timeout`` or ``crash`` (``runtime_error``)."""
+    message = result.message or ""
+    if result.status == "incorrect" and message.startswith("does not compile for "):
+        return "compile"
+    if result.status == "incorrect" and message.startswith("cannot launch on "):
+        return "launch"
+    return {
+        "rejected": "gate",
+        "compile_error": "compile",
+        "runtime_error": "crash",
+        "timeout": "timeout",
+    }.get(result.status, "incorrect")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_REASON else "..." + text[-MAX_REASON:]
+
+
+def _excerpt(source: str, line: int | None, context: int = 3) -> str:
+    """Numbered source lines around ``line``, the failing one marked ``>>`` ("" without it)."""
+    from accelopt_core.proposers.prompting import error_excerpt  # the fixer's view, reused
+
+    return error_excerpt(source, line, context).rstrip("\n")
+
+
+@dataclass
+class FailedCandidate:
+    """One sample that did not become a correct candidate (the module docstring shows its JSON
+    form). ``stage`` is one of :data:`FAILURE_STAGES`; ``reason`` the full text (at most
+    :data:`MAX_REASON` characters, its tail kept); ``line`` 1-based in the candidate."""
+
+    plan: str
+    stage: str
+    reason: str
+    line: int | None = None
+    status: str = "no_code"
+    rule: str | None = None
+    candidate_id: str | None = None
+    parent_id: str | None = None
+    iteration: int = 0
+    fixed: bool = False
+    retime: bool = False
+    call: int | None = None
+    excerpt: str = ""
+
+    @classmethod
+    def of_candidate(cls, cand: Candidate, *, retime: bool = False) -> FailedCandidate:
+        """The record of an evaluated candidate whose result is not ok."""
+        result = cand.result
+        return cls(
+            plan=cand.plan_title,
+            stage=failure_stage(result),
+            reason=_clip(result.message or result.status),
+            line=result.line,
+            status=result.status,
+            rule=result.rule,
+            candidate_id=cand.id,
+            parent_id=cand.parent_id,
+            iteration=cand.iteration,
+            fixed=cand.fixed,
+            retime=retime,
+            call=cand.call,
+            excerpt=_excerpt(cand.source, result.line),
+        )
+
+    @classmethod
+    def of_sample(
+        cls, plan: str, sample: Any, parent: Candidate, iteration: int, *, fixed: bool = False
+    ) -> FailedCandidate:
+        """The record of a sample without code (:class:`~accelopt_core.proposers.Sample`:
+        its ``stage`` ``parse`` or ``llm``, its ``error`` the reason)."""
+        return cls(
+            plan=plan,
+            stage=sample.stage if sample.stage in FAILURE_STAGES else "parse",
+            reason=_clip(sample.error or "no code"),
+            parent_id=parent.id,
+            iteration=iteration,
+            fixed=fixed,
+            call=sample.call,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (module docstring)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FailedCandidate:
+        """The inverse of :meth:`to_dict`; unknown keys are ignored."""
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def headline(self) -> str:
+        """One line: ``compile (line 37) · plan 'wider blocks': Triton compilation error: ...``
+        (the reason's first line)."""
+        where = f" (line {self.line})" if self.line else ""
+        first = self.reason.strip().splitlines()[0] if self.reason.strip() else ""
+        fixed = " [fixer]" if self.fixed else ""
+        return f"{self.stage}{where} · plan '{self.plan}'{fixed}: {first}"
+
+
+def failure_counts(failed: list[FailedCandidate]) -> dict[str, int]:
+    """Failed candidates per stage, in :data:`FAILURE_STAGES` order."""
+    counts = {stage: 0 for stage in FAILURE_STAGES}
+    for f in failed:
+        counts[f.stage] = counts.get(f.stage, 0) + 1
+    return {stage: n for stage, n in counts.items() if n}
+
+
 @dataclass
 class Tally:
     """What a search counted while it ran, for its report.
@@ -107,17 +256,28 @@ class Tally:
         duplicates: rewrites skipped because a candidate with the same id was met before.
         failures: status -> count of failed evaluations (``no_code`` for a sample without
             code, ``retime_<status>`` for a failed re-timing).
+        failed: every failed candidate's record, in order (:meth:`record`).
         warnings: distinct messages for the report (memory not readable, ...).
+        on_failure: called with each new record (the search emits it as an event).
     """
 
     evaluated: int = 0
     duplicates: int = 0
     failures: dict[str, int] = field(default_factory=dict)
+    failed: list[FailedCandidate] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    on_failure: Callable[[FailedCandidate], None] | None = None
 
     def count_failure(self, status: str) -> None:
         """One more failure of ``status``."""
         self.failures[status] = self.failures.get(status, 0) + 1
+
+    def record(self, failure: FailedCandidate, counted_as: str | None = None) -> None:
+        """Keep ``failure`` and count it (as ``counted_as``, default its ``status``)."""
+        self.count_failure(counted_as or failure.status)
+        self.failed.append(failure)
+        if self.on_failure is not None:
+            self.on_failure(failure)
 
     def warn(self, message: str) -> None:
         """Record a warning for the report, once."""
@@ -144,6 +304,9 @@ class SearchReport:
     past the noise margin (:func:`~accelopt_core.search.candidate.rank_verified`), best first
     (``rank`` 1..). ``tokens`` maps each LLM role, and ``total``,
     to its usage; ``cost_usd`` uses the configured price table (0 without one).
+    ``failed_candidates`` holds every :class:`FailedCandidate`, in order; ``failures`` counts
+    them by status. ``run_id`` names the run's folder (``accelopt runs show ID``), "" when none
+    was kept.
     """
 
     path: str
@@ -165,6 +328,8 @@ class SearchReport:
     wall_s: float = 0.0
     memory_added: int = 0
     warnings: list[str] = field(default_factory=list)
+    failed_candidates: list[FailedCandidate] = field(default_factory=list)
+    run_id: str = ""
     #: digest of the kernel module's import closure and harness (issue 13), part of the key
     #: the report is saved under; "" for a standalone file. Not serialised.
     closure: str = ""
@@ -189,6 +354,8 @@ class SearchReport:
             "evaluated": self.evaluated,
             "duplicates": self.duplicates,
             "failures": dict(self.failures),
+            "failed_candidates": [f.to_dict() for f in self.failed_candidates],
+            "run_id": self.run_id,
             "baseline": self.baseline.to_dict(),
             # issue 22: the derived shapes every candidate was checked on, and those skipped
             "derived_inputs": self.baseline.result.metrics.get("derived_inputs"),
@@ -219,6 +386,10 @@ class SearchReport:
             evaluated=data.get("evaluated", 0),
             duplicates=data.get("duplicates", 0),
             failures=dict(data.get("failures", {})),
+            failed_candidates=[
+                FailedCandidate.from_dict(f) for f in data.get("failed_candidates") or []
+            ],
+            run_id=str(data.get("run_id") or ""),
             tokens=dict(data.get("tokens", {})),
             cost_usd=float(data.get("cost_usd", 0.0)),
             wall_s=float(data.get("wall_s", 0.0)),

@@ -34,12 +34,13 @@ parameters its timing ignores (``ignored_by_timing``) is never re-timed nor conf
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.search.candidate import Candidate, beats, slower_of
-from accelopt_core.search.report import Tally
+from accelopt_core.search.report import FailedCandidate, Tally
 from accelopt_core.search.trials import Trials
 
 __all__ = ["ABRounds", "Retimer", "ab_verdict", "slower_of"]
@@ -139,8 +140,9 @@ class Retimer:
         cand.ab_ratios = played.ratios
         failed = next((r for r in played.child if not r.ok), None)
         if failed is not None:
-            self._tally.count_failure(f"retime_{failed.status}")
             cand.result = failed
+            record = FailedCandidate.of_candidate(cand, retime=True)
+            self._tally.record(record, counted_as=f"retime_{failed.status}")
         else:
             median = played.median_child()
             if median is not None:
@@ -164,7 +166,10 @@ class Retimer:
             if not after.ok:
                 break
             if not before.ok:
-                self._tally.count_failure(f"retime_parent_{before.status}")
+                record = FailedCandidate.of_candidate(
+                    dataclasses.replace(parent, result=before), retime=True
+                )
+                self._tally.record(record, counted_as=f"retime_parent_{before.status}")
                 break
             played.wins += int(beats(after, before, self._margin))
         return played

@@ -22,10 +22,11 @@ from accelopt_core.evaluation.derived import used_inputs
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.kernelfile.workload import eval_keywords
 from accelopt_core.onsite.protocol import EvalResult
+from accelopt_core.onsite.sandbox.policy import warning_in
 from accelopt_core.proposers.offline_tunables import timing_ignores_launch_params
 from accelopt_core.search.candidate import Candidate, launch_only_change, slower_of
 from accelopt_core.search.events import CandidateEvaluated, Subscribers
-from accelopt_core.search.report import Tally
+from accelopt_core.search.report import FailedCandidate, Tally
 from accelopt_core.search.tasks import gather_all
 
 #: Default of ``evaluation.maxInterpreterSpeedup`` (issue 10: "a speedup beyond a configurable
@@ -103,6 +104,9 @@ class Trials:
             meanwhile,
         )
         self._tally.evaluated += 1
+        unconfined = warning_in(result.warnings)  # the same target runs every candidate
+        if unconfined is not None:
+            self._tally.warn(unconfined)
         cand = Candidate.baseline(source, result)
         self.seen[cand.id] = cand
         self.baseline = cand
@@ -110,8 +114,9 @@ class Trials:
         return cand
 
     async def evaluate(self, cand: Candidate) -> Candidate | None:
-        """First evaluation of a new candidate: fills its ``result`` and ``speedup``, counts a
-        failure by status. Returns None, without evaluating, for a candidate met before.
+        """First evaluation of a new candidate: fills its ``result`` and ``speedup``, records a
+        failure (:class:`~accelopt_core.search.report.FailedCandidate`). Returns None, without
+        evaluating, for a candidate met before.
 
         An implausible interpreter speedup is evaluated once more (:meth:`_check_plausible`);
         a launch-parameter-only child under CPU timing is marked ``ignored_by_timing``."""
@@ -127,7 +132,7 @@ class Trials:
         self._mark_ignored_change(cand)
         self.set_speedup(cand)
         if not cand.result.ok:
-            self._tally.count_failure(cand.result.status)
+            self._tally.record(FailedCandidate.of_candidate(cand))
         self._events.emit(CandidateEvaluated(cand))
         return cand
 

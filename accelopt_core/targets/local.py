@@ -5,7 +5,8 @@ Warm (``accelopt.evaluation.warmWorkers``, the default): each slot keeps a warm 
 evaluation is a fresh worker, ``[sys.executable, "-c", BOOTSTRAP]`` with the worker source and
 the request on stdin (:mod:`accelopt_core.targets.shipping`), exactly as on remote targets.
 Processes are started with :func:`asyncio.create_subprocess_exec` in their own session, so the
-event loop never blocks and a cancelled evaluation takes its whole process group down.
+event loop never blocks and a cancelled evaluation takes its whole process group down, in the
+sandbox's allowlisted environment (no API keys; :mod:`accelopt_core.targets.sandbox`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import time
 from importlib import metadata
 
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
+from accelopt_core.onsite.sandbox.scratch import sweep
 from accelopt_core.settings import Settings
 from accelopt_core.targets.base import nki_tag
 from accelopt_core.targets.pool import DevicePool, pinned
+from accelopt_core.targets.sandbox import local_worker
 from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
 from accelopt_core.targets.warm import WarmSlots, WarmWorkerError
 
@@ -138,7 +141,8 @@ class LocalTarget:
             + nki_tag(self.nki_stack)
         )
         self.active_pids: set[int] = set()
-        self.warm = WarmSlots(self._python) if settings.evaluation.warm_workers else None
+        self._settings = settings
+        self.warm = WarmSlots(self._python, settings) if settings.evaluation.warm_workers else None
 
     @property
     def fingerprint(self) -> str:
@@ -199,9 +203,11 @@ class LocalTarget:
 
     async def _run(self, request: EvalRequest) -> EvalResult:
         start = time.monotonic()
+        argv, env = local_worker(worker_argv(self._python), self._settings)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *worker_argv(self._python),
+                *argv,
+                env=env,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -235,7 +241,9 @@ class LocalTarget:
 
     @staticmethod
     async def _kill(proc: asyncio.subprocess.Process) -> None:
-        """SIGTERM the worker's group (the supervisor kills its child's group), then SIGKILL."""
+        """SIGTERM the worker's group (the supervisor kills its child's group), then SIGKILL;
+        then remove the scratch directories it could not
+        (:func:`accelopt_core.onsite.sandbox.scratch.sweep`)."""
         if proc.returncode is not None:
             return
         for sig, wait in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
@@ -243,9 +251,10 @@ class LocalTarget:
                 os.killpg(proc.pid, sig)
             try:
                 await asyncio.wait_for(proc.wait(), timeout=wait)
-                return
+                break
             except asyncio.TimeoutError:
                 continue
+        await asyncio.to_thread(sweep)  # the scratch directories the killed worker left
 
     async def close(self) -> None:
         """Kill the idle warm workers (cold workers belong to their evaluations). Idempotent."""

@@ -43,6 +43,7 @@ from accelopt_core.onsite.process import agent as onsite_agent
 from accelopt_core.onsite.process import warmhost
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
+from accelopt_core.targets import sandbox
 from accelopt_core.targets.base import TargetError, nki_tag
 from accelopt_core.targets.shipping import (
     BOOTSTRAP,
@@ -50,6 +51,7 @@ from accelopt_core.targets.shipping import (
     decode_result,
     encode_stdin,
     encode_warm,
+    ship_by_value,
 )
 
 #: Seconds added to ``request.timeout_s`` before the task is cancelled from here.
@@ -76,11 +78,11 @@ def _import_ray() -> Any:
     return ray
 
 
-def task_function(ray: Any) -> Callable[[str, bytes, float], tuple[int, bytes, bytes]]:
-    """:func:`accelopt_core.onsite.process.agent.run_ray_task`, with its module registered with Ray's
-    cloudpickle to be pickled by value: the nodes get the function's code, not a reference to
-    a module they do not have."""
-    ray.cloudpickle.register_pickle_by_value(onsite_agent)
+def task_function(ray: Any) -> Callable[..., tuple[int, bytes, bytes]]:
+    """:func:`accelopt_core.onsite.process.agent.run_ray_task`, with its module (and the
+    sandbox modules it uses) registered with Ray's cloudpickle to be pickled by value: the
+    nodes get the function's code, not a reference to a module they do not have."""
+    ship_by_value(ray)
     return onsite_agent.run_ray_task
 
 
@@ -210,12 +212,14 @@ class WarmActors:
     Args:
         ray: the ray module (connected).
         cluster: the target's :class:`RayCluster` (the resource each actor asks for).
+        keep: extra environment names for the warm workers (``accelopt.evaluation.environment``).
     """
 
-    def __init__(self, ray: Any, cluster: RayCluster) -> None:
+    def __init__(self, ray: Any, cluster: RayCluster, keep: str = "") -> None:
         self._ray = ray
         self._cluster = cluster
-        ray.cloudpickle.register_pickle_by_value(warmhost)
+        self._keep = keep
+        ship_by_value(ray)
         self._class = ray.remote(max_restarts=0)(warmhost.WarmActor)
         self._idle: list[Any] = []
         self._slots = asyncio.Semaphore(cluster.capacity)
@@ -245,7 +249,9 @@ class WarmActors:
     async def _start(self) -> Any:
         options = self._cluster.options()
         actor = await asyncio.to_thread(
-            lambda: self._class.options(**options).remote(BOOTSTRAP, onsite_agent.RAY_TASK_MARK)
+            lambda: self._class.options(**options).remote(
+                BOOTSTRAP, onsite_agent.RAY_TASK_MARK, self._keep
+            )
         )
         self.actors.add(actor)
         return actor
@@ -305,6 +311,7 @@ class RayTarget:
         self._pending: set[Any] = set()
         self._closed = False
         self._warm_enabled = settings.evaluation.warm_workers
+        self._keep = sandbox.keep(settings)  # extra environment names for the workers
         self.warm: WarmActors | None = None  # the warm actors, once connected
 
     # -- protocol -------------------------------------------------------------------------
@@ -425,13 +432,13 @@ class RayTarget:
         if self._remote is None:
             self._remote = self._ray.remote(max_retries=0)(task_function(self._ray))
         if self._warm_enabled and self.warm is None:
-            self.warm = WarmActors(self._ray, self._cluster)
+            self.warm = WarmActors(self._ray, self._cluster, self._keep)
 
     async def _submit(self, payload: bytes, timeout_s: float) -> tuple[int, bytes, bytes]:
         ray = self._ray
         ref = await asyncio.to_thread(
             lambda: self._remote.options(**self._cluster.options()).remote(
-                BOOTSTRAP, payload, timeout_s
+                BOOTSTRAP, payload, timeout_s, self._keep
             )
         )
         self._pending.add(ref)

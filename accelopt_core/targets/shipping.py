@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
+from typing import Any
 
 from accelopt_core.onsite import protocol as _protocol
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
@@ -144,3 +145,14 @@ def decode_result(stdout: bytes, stderr: bytes, returncode: int | None) -> EvalR
 def decode_probe(stdout: bytes) -> dict | None:
     """The raw dict of a probe reply (``devices``, ``versions``, ``timing``), or None."""
     return _protocol.parse_result_line(stdout)
+
+
+def ship_by_value(ray: Any) -> None:
+    """Register the onsite modules the Ray task and actor use (the agent, the warm host, the
+    sandbox's launcher and what it imports) with Ray's cloudpickle, to be pickled by value:
+    the Ray nodes have none of them (they get the bundle only with a payload)."""
+    from accelopt_core.onsite.process import agent, warmhost
+    from accelopt_core.onsite.sandbox import bwrap, environment, landlock, launch, paths, scratch
+
+    for module in (agent, warmhost, launch, environment, paths, bwrap, landlock, scratch):
+        ray.cloudpickle.register_pickle_by_value(module)

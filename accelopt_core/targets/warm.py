@@ -25,6 +25,9 @@ from importlib import metadata
 
 from accelopt_core.onsite.process.warmhost import exited
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
+from accelopt_core.onsite.sandbox.scratch import sweep
+from accelopt_core.settings import Settings
+from accelopt_core.targets.sandbox import local_worker
 from accelopt_core.targets.shipping import bundle, worker_argv
 
 #: Seconds a warm worker may take to import the stack and say hello.
@@ -70,16 +73,20 @@ class WarmWorker:
         self._drain = asyncio.ensure_future(self._read_stderr())
 
     @classmethod
-    async def start(cls, python: str) -> WarmWorker:
-        """Start a zygote with ``python`` and wait for its hello.
+    async def start(cls, python: str, settings: Settings | None = None) -> WarmWorker:
+        """Start a zygote with ``python`` (in the sandbox's allowlisted environment, with the
+        extra names of ``settings``: :func:`accelopt_core.targets.sandbox.local_worker`) and
+        wait for its hello.
 
         Raises:
             WarmWorkerError: it could not be started or did not say hello.
         """
         stamp = await asyncio.to_thread(stack_stamp, python)
+        argv, env = local_worker(worker_argv(python), settings or Settings())
         try:
             proc = await asyncio.create_subprocess_exec(
-                *worker_argv(python),
+                *argv,
+                env=env,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -162,7 +169,8 @@ class WarmWorker:
 
     async def kill(self) -> None:
         """SIGTERM the zygote (it kills its running child's process group), then SIGKILL;
-        wait for it. Idempotent."""
+        wait for it; remove the scratch directories it could not
+        (:func:`accelopt_core.onsite.sandbox.scratch.sweep`). Idempotent."""
         for sig, wait in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
             if self.proc.returncode is not None:
                 break
@@ -174,6 +182,7 @@ class WarmWorker:
             await asyncio.wait_for(self._drain, 1.0)
         if self.proc.stdin is not None:
             self.proc.stdin.close()
+        await asyncio.to_thread(sweep)  # the scratch directories a killed zygote left
 
 
 class WarmSlots:
@@ -183,10 +192,12 @@ class WarmSlots:
 
     Args:
         python: the interpreter the workers run.
+        settings: their extra environment names (``accelopt.evaluation.environment``).
     """
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, settings: Settings | None = None) -> None:
         self._python = python
+        self._settings = settings
         self._idle: dict[str | None, list[WarmWorker]] = {}
         self.pids: set[int] = set()  # every running warm worker (diagnostics, tests)
 
@@ -203,7 +214,7 @@ class WarmSlots:
             if worker.alive and worker.stamp == stamp:
                 return worker
             await self.discard(worker)
-        worker = await WarmWorker.start(self._python)
+        worker = await WarmWorker.start(self._python, self._settings)
         self.pids.add(worker.proc.pid)
         return worker
 

@@ -66,6 +66,8 @@ class ProfilingFeature(LanguageFeature):
         finally:
             st.profiling = False
         results = self._record(st, version, kernel_file, groups, outcomes)
+        for outcome in outcomes:  # candidates ran unconfined on the target: say so once
+            self.ctx.warn_once(outcome.warnings)
         self.ctx.feature(DiagnosticsFeature).publish(uri)
         self.ctx.refresh_lenses()
         return results

@@ -5,7 +5,12 @@ Commands:
 * ``accelopt.optimize [uri, kernelName]`` -> ``{jobId, started, message?}``
 * ``accelopt.cancel [jobId]`` or ``[uri, kernelName]`` -> ``{cancelled, message?}``
 * ``accelopt.listJobs []`` -> ``[{jobId, uri, kernel, state, iteration, iterations,
-  bestSpeedup, evaluated, message}]``
+  bestSpeedup, evaluated, failed, message}]``
+
+Every failed sample or candidate is logged as it happens (``window/logMessage``: its stage,
+plan, line and full reason), counted in the progress message, and summed up by stage when the
+search ends; a search stopped because no LLM call can succeed (missing or rejected API key)
+says so once, as an error.
 
 The client's "Cancel" on the progress notification (``window/workDoneProgress/cancel``) cancels
 the job too. A finished search's report goes to :class:`~.results.ResultsFeature`.
@@ -105,17 +110,21 @@ class SearchJobsFeature(LanguageFeature):
         at its milestones (start, each iteration, each new best)."""
         from accelopt_core.search import (
             CandidateEvaluated,
+            CandidateFailed,
             IterationStarted,
             NewBest,
             SearchStarted,
         )
 
+        if isinstance(event, CandidateFailed):
+            f = event.failure
+            log.info("%s: candidate failed: %s\n%s", job.kernel, f.headline(), f.reason)
         if isinstance(event, NewBest):
             log.info(
                 "%s: new best %.2fx — %s", job.kernel, event.speedup, event.candidate.plan_title
             )
         milestone = isinstance(event, (IterationStarted, NewBest, SearchStarted))
-        if not milestone and not isinstance(event, CandidateEvaluated):
+        if not milestone and not isinstance(event, (CandidateEvaluated, CandidateFailed)):
             return
         before = job.percent
         pct = job.percentage()
@@ -136,6 +145,7 @@ class SearchJobsFeature(LanguageFeature):
             self.ctx.feature(ResultsFeature).store(job.uri, job.kernel, report)
             for warning in report.warnings:
                 log.warning("%s: %s", job.kernel, warning)
+            self.ctx.warn_once(report.warnings)  # candidates ran unconfined: once a session
         summary = _summary(job)
         if job.progress_token is not None:  # 100% first: an end carries no percentage
             self.ctx.progress.report(
@@ -144,7 +154,8 @@ class SearchJobsFeature(LanguageFeature):
             )
             self.ctx.progress.end(job.progress_token, types.WorkDoneProgressEnd(message=summary))
         log.info("%s %s: %s", job.id, job.state, summary)
-        if job.state == "failed":
+        unusable = report is not None and report.stopped_reason.startswith("LLM unusable")
+        if job.state == "failed" or unusable:
             self.ctx.show(types.MessageType.Error, f"AccelOpt: {summary}")
         elif job.state != "cancelled":
             self.ctx.show(types.MessageType.Info, f"AccelOpt: {summary}")
@@ -182,18 +193,33 @@ class SearchJobsFeature(LanguageFeature):
 
 
 def _summary(job: SearchJob) -> str:
-    """One line on how a search ended (the progress end and the message shown)."""
+    """One line on how a search ended (the progress end and the message shown), with the
+    failed candidates counted by stage."""
     report = job.report
     if job.state == "failed":
         return f"search of {job.kernel} failed: {job.message}"
+    failed = _failed(report.failed_candidates) if report is not None else ""
+    if report is not None and report.stopped_reason.startswith("LLM unusable"):
+        return f"search of {job.kernel} stopped: {report.stopped_reason}"
     if report is not None and report.candidates:
         best = report.candidates[0]
         return (
             f"{job.kernel}: {len(report.candidates)} verified improvement(s), best "
-            f"{best.speedup:.2f}x ({report.stopped_reason}); see the code actions on the kernel"
+            f"{best.speedup:.2f}x ({report.stopped_reason}){failed}; see the code actions on "
+            "the kernel"
         )
     untimed = not_timed(report.baseline.result.metrics) if report is not None else None
     if untimed:  # issue 21: the kernel compiles for the GPU, the interpreter cannot run it
         return f"{job.kernel}: not ranked: ranking needs timing on a GPU target; {untimed}"
     stopped = report.stopped_reason if report is not None else job.state
-    return f"{job.kernel}: no verified improvement ({stopped})"
+    return f"{job.kernel}: no verified improvement ({stopped}){failed}"
+
+
+def _failed(failed: list) -> str:
+    """``; 3 failed (parse 1, compile 2): reasons in the AccelOpt output`` or ``""``."""
+    if not failed:
+        return ""
+    from accelopt_core.search.report import failure_counts  # loaded once a search exists
+
+    counts = ", ".join(f"{stage} {n}" for stage, n in failure_counts(failed).items())
+    return f"; {len(failed)} failed ({counts}): reasons in the AccelOpt output"

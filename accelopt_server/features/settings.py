@@ -20,6 +20,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from accelopt_core.configfiles import PROJECT_FILE, PYPROJECT, user_config_path
+from accelopt_core.targets.sandbox import api_key_names
 
 from ..logs import set_level
 from .base import LanguageFeature, command_args
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("accelopt.server")
 
-#: The LLM roles whose ``apiKeyEnv`` may name a secret.
-_ROLES = ("planner", "executor", "summarizer", "fixer")
 #: The settings files watched in the workspace (glob patterns).
 WATCHED = (f"**/{PYPROJECT}", f"**/{PROJECT_FILE}")
 
@@ -126,9 +125,7 @@ class SettingsFeature(LanguageFeature):
         set_level(config.global_settings.log_level)
         names: set[str] = set()
         for s in config.all_settings():
-            names.add(s.llm.api_key_env)
-            for role in _ROLES:
-                names.add(s.llm.role(role).api_key_env or "")
+            names.update(api_key_names(s))
         self.ctx.redact.update(names)
 
     def _files_read(self) -> str:

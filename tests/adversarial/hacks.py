@@ -6,7 +6,9 @@ Every file in ``candidates/`` is a full module for examples/triton/softmax.py (t
 kernel and block size, so none is legitimately faster) whose first line names its class and
 trick and ends with ``[adversarial candidate <name>]``; that marker survives into the source of
 any candidate the product ranks or remembers, which is how a test tells a hack from the
-legitimate tuning.
+legitimate tuning. The ``escape_*`` candidates (issue 34) try to leave the sandbox: read the API
+key, write outside their scratch directory, reach the network, start a shell; their
+``_MARKER`` and ``_PORT`` are replaced by a test's own (:func:`escape_source`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ CLASSES = {
     "poison": "reference poisoning",
     "forge": "result forging",
     "env": "environment trick",
+    "escape": "sandbox escape",
 }
 
 #: Small evaluations (2 seeds, short timing) and no fixer: each candidate is evaluated once.
@@ -47,6 +50,23 @@ SETTINGS = {
         "cpuSlots": 2,
         "warmWorkers": True,
     },
+}
+
+
+#: The gate's verdict on each escape (None: it passes the gate, the sandbox alone stops it).
+ESCAPE_GATE: dict[str, str | None] = {
+    "escape_ctypes_system": "gate: ctypes",
+    "escape_env_key": "gate: environment",
+    "escape_etree_home": None,
+    "escape_logging_home": "gate: logging handlers",
+    "escape_numpy_save": "gate: file I/O",
+    "escape_proc_environ": None,
+    "escape_pydoc_shell": None,
+    "escape_shutil_ssh": "gate: file I/O",
+    "escape_socket": "gate: network",
+    "escape_subprocess": "gate: concurrency",
+    "escape_torch_hub": "gate: torch compute",
+    "escape_xml_url": None,
 }
 
 
@@ -107,3 +127,16 @@ def run_cli(
         timeout=timeout,
         cwd=cwd,
     )
+
+
+def escape_source(name: str, marker: str, port: int) -> str:
+    """The escape candidate ``name`` aimed at the file name ``marker`` and the loopback
+    ``port`` of a test."""
+    source = HACKS[name]
+    for old, new in (
+        ('_MARKER = "accelopt-escape-marker"', f"_MARKER = {marker!r}"),
+        ("_PORT = 9 ", f"_PORT = {port} "),
+    ):
+        assert old in source, f"{name}: no {old!r}"
+        source = source.replace(old, new, 1)
+    return source

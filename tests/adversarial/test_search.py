@@ -20,6 +20,7 @@ import pytest
 from accelopt_core.memory import Experience, OptimizationMemory
 from accelopt_core.settings import Settings
 from tests.adversarial.hacks import (
+    ESCAPE_GATE,
     HACKS,
     SOFTMAX,
     executor_reply,
@@ -132,3 +133,14 @@ def test_hacks_are_remembered_as_reward_hacks(search: Search) -> None:
         assert getattr(exp, "hack", None), f"{exp.title}: the rule field is empty"
         assert exp.title == HACK_PREFIX + exp.hack
         assert hack_name(exp.fast_source) in HACKS, "a reward-hack experience of a non-hack"
+
+
+def test_escapes_the_gate_catches_are_remembered_with_their_rule(search: Search) -> None:
+    """Issue 34: a candidate the gate rejects for what a kernel has no reason to contain (the
+    environment, logging handlers, file I/O, ...) is a ``reward-hack: <rule>`` negative (one
+    entry per rule and source: hacks caught by one rule may share it)."""
+    rules = {e.hack for e in search.experiences if e.title.startswith(HACK_PREFIX)}
+    gated = {rule for rule in ESCAPE_GATE.values() if rule is not None}
+    assert gated <= rules, f"not remembered: {sorted(gated - rules)}"
+    remembered = {hack_name(e.fast_source) for e in search.experiences}
+    assert {"escape_env_key", "escape_logging_home"} <= remembered  # their rules are new

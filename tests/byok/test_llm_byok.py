@@ -36,7 +36,7 @@ def test_llm_rewrites_of_a_package_module_are_judged_in_the_package(tmp_path: Pa
     cli = make_cli(tmp_path)
 
     def script(req: RecordedRequest) -> str | None:
-        return PLAN if req.role == "planner" else None  # executors: the queue
+        return {"planner": PLAN, "fixer": "I cannot fix this."}.get(req.role)  # executors: queue
 
     with LLMDouble(script=script) as double:
         double.queue(text(_fenced(wrong)), text(_fenced(broken)), role="executor")
@@ -56,7 +56,14 @@ def test_llm_rewrites_of_a_package_module_are_judged_in_the_package(tmp_path: Pa
     # the wrong rewrite ran in the package (its relative import resolved) and was caught by
     # the harness's reference; the rewrite whose changed relative import names something the
     # package's utils lacks passed the gate (a sibling module is the user's) and failed to load
-    assert report["failures"] == {"incorrect": 1, "compile_error": 1}, report["failures"]
+    # (and the fixer, answering without code, left one no_code each: issue 30 records a
+    # fixer's unusable answer as a failed candidate of stage parse)
+    assert report["failures"] == {"incorrect": 1, "compile_error": 1, "no_code": 2}, report[
+        "failures"
+    ]
+    assert sorted(f["stage"] for f in report["failed_candidates"]) == [
+        "compile", "incorrect", "parse", "parse"
+    ]  # fmt: skip
     assert report["candidates"] == []
     assert "_rms_norm_forward_kernel" in executor_prompt  # the kernel module is what is shown
     assert snapshot(pkg) == before

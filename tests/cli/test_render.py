@@ -34,6 +34,7 @@ def test_progress_follows_the_search_events() -> None:
         s.IterationStarted(1, 3),
         s.CandidateEvaluated(fast),
         s.CandidateEvaluated(wrong),
+        s.CandidateFailed(s.FailedCandidate.of_candidate(wrong)),
         s.NewBest(fast, 2.0),
     ):
         progress.on_event(event)
@@ -41,7 +42,7 @@ def test_progress_follows_the_search_events() -> None:
     out.print(progress)
     text = buf.getvalue()
     assert "softmax_kernel" in text and "iteration 1/3" in text
-    assert "evaluated 2 (1 correct)" in text and "best 2.00x (bigger blocks)" in text
+    assert "evaluated 2 (1 correct, 1 failed)" in text and "best 2.00x (bigger blocks)" in text
     assert "baseline 2 ms · correct" in text
 
 

@@ -11,6 +11,7 @@ import pytest
 from accelopt_core.evaluation import EvaluationCache, cache_key
 from accelopt_core.kernelfile import normalize_source
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
+from accelopt_core.onsite.sandbox.policy import NOTE_PREFIX
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 BASE = (CANDIDATES / "add.py").read_text()
@@ -29,6 +30,13 @@ def test_only_deterministic_verdicts_are_cached(tmp_path):
     ]:
         assert cache.put(status, EvalResult(status=status)) is stored  # type: ignore[arg-type]
         assert (cache.get(status) is not None) is stored
+
+
+def test_a_cached_verdict_does_not_repeat_how_its_evaluation_was_sandboxed(tmp_path):
+    cache = EvaluationCache(tmp_path / "evals")
+    note = NOTE_PREFIX + "candidates ran with no network isolation (turned off)"
+    cache.put("k", EvalResult(status="ok", warnings=["sizes scaled", note]))
+    assert cache.get("k").warnings == ["sizes scaled"]
 
 
 def test_cache_key_covers_what_decides_the_verdict():

@@ -18,7 +18,7 @@ from accelopt_core.onsite.protocol import EvalRequest, EvalResult
 from accelopt_core.settings import Settings
 from accelopt_core.targets import make_target
 from accelopt_core.targets.local import LocalTarget
-from tests.onsite.runs import alive
+from tests.onsite.runs import UNCONFINED_FILES, alive
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 BASE = (CANDIDATES / "add.py").read_text()
@@ -108,6 +108,8 @@ async def test_broken_cache_directory_warns_once_and_still_evaluates(tmp_path, c
 async def test_cancellation_kills_the_worker_within_a_second(tmp_path, monkeypatch, warm):
     pidfile = tmp_path / "pid"
     monkeypatch.setenv("ACCELOPT_TEST_PIDFILE", str(pidfile))
+    for name, value in UNCONFINED_FILES.items():  # the candidate writes its pid there
+        monkeypatch.setenv(name, value)
     s = settings(warm, timeoutS=120.0)
     target = LocalTarget(s)
     evaluator = Evaluator(target, s)

@@ -39,7 +39,8 @@ def device_env(tmp_path: Path, times: str | None = None) -> dict[str, str]:
     }
     if times:
         extra["NEURON_PROFILE_DOUBLE_TIMES"] = times
-        extra["NEURON_PROFILE_DOUBLE_STATE"] = str(tmp_path / "profiler-count")
+        # relative: in the judge's working directory, the only place its sandbox lets it write
+        extra["NEURON_PROFILE_DOUBLE_STATE"] = "profiler-count"
     return double_env(**extra)
 
 

@@ -8,6 +8,7 @@ child per request): :class:`WarmRunner`."""
 from __future__ import annotations
 
 import json
+import socket
 import struct
 import subprocess
 import sys
@@ -44,6 +45,33 @@ def alive(pid: int) -> bool:
 
 
 MODES = ("cold", "warm")
+
+
+def listener() -> socket.socket:
+    """A loopback listener a sandboxed candidate must not reach (never accepting: a connection
+    that reaches it waits in its backlog, counted by :func:`connections`)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    srv.setblocking(False)
+    return srv
+
+
+def connections(srv: socket.socket) -> int:
+    """How many connections reached ``srv``."""
+    n = 0
+    while True:
+        try:
+            srv.accept()[0].close()
+        except BlockingIOError:
+            return n
+        n += 1
+
+
+#: Environment for a test whose candidate writes a report (its pid, what it saw) to a file the
+#: test reads: the sandbox's filesystem confinement (Landlock, and bubblewrap in its place) is
+#: turned off for that run. tests/onsite/test_sandbox.py proves the confinement itself.
+UNCONFINED_FILES = {"ACCELOPT_SANDBOX_OFF": "landlock,bwrap"}
 
 
 class WarmRunner:

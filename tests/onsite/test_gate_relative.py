@@ -37,7 +37,7 @@ def test_every_example_passes_as_its_own_candidate(path):
 BAD = {
     "downcast.py": "gate: precision downcast",
     "exit3.py": "gate: process control",
-    "hang.py": "gate: file I/O",
+    "hang.py": "gate: environment",
     "no_launch.py": "gate: no launch",
     "segfault.py": "gate: ctypes",
     "torch_ref.py": "gate: torch compute",
@@ -190,6 +190,9 @@ def _big_file() -> str:
     """A 300-line kernel file: the softmax example and three renamed copies of its kernel and
     launcher."""
     source = (ROOT / "examples" / "triton" / "softmax.py").read_text()
+    # the harness's reads of the environment break "gate: environment" where all is judged
+    source = source.replace('os.environ.get("ACCELOPT_SHAPE", "")', '""')
+    source = source.replace('os.environ.get("TRITON_INTERPRET") != "1"', "True")
     body = source.split("# --- benchmark harness")[0].split("import triton.language as tl\n", 1)[1]
     big = source + "".join(body.replace("softmax", f"sm{i}") for i in range(2, 5))
     return big + "\n" * max(0, 300 - len(big.splitlines()))

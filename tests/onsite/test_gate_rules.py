@@ -89,6 +89,75 @@ HOSTILE = [
     ("socket", cand(imports="import socket\n"), "gate: network", "import socket"),
     ("urllib", cand(imports="import urllib.request\n"), "gate: network", "import urllib"),
     ("http", cand(imports="from http import client\n"), "gate: network", "from http"),
+    # issue 34: what a kernel rewrite has no reason to contain (the sandbox is the guarantee)
+    (
+        "logging.FileHandler",
+        cand(
+            imports="import logging\n",
+            module="_log = logging.getLogger('k')\n_log.addHandler(logging.FileHandler('/x'))\n",
+        ),
+        "gate: logging handlers",
+        "FileHandler",
+    ),
+    (
+        "logging.handlers",
+        cand(imports="from logging.handlers import SocketHandler\n"),
+        "gate: logging handlers",
+        "logging.handlers",
+    ),
+    (
+        "logging.basicConfig",
+        cand(imports="import logging\n", launcher="    logging.basicConfig(filename='k.log')\n"),
+        "gate: logging handlers",
+        "basicConfig",
+    ),
+    (
+        "os.environ read",
+        cand(imports="import os\n", launcher="    k = os.environ.get('OPENAI_API_KEY')\n"),
+        "gate: environment",
+        "os.environ.get",
+    ),
+    (
+        "os.environ subscript",
+        cand(imports="import os\n", launcher="    k = os.environ['OPENAI_API_KEY']\n"),
+        "gate: environment",
+        "os.environ[",
+    ),
+    (
+        "os.getenv",
+        cand(imports="from os import getenv\n", launcher="    k = getenv('HOME')\n"),
+        "gate: environment",
+        "getenv",
+    ),
+    (
+        "os.path.expandvars",
+        cand(imports="import os\n", launcher="    k = os.path.expandvars('$HOME')\n"),
+        "gate: environment",
+        "expandvars",
+    ),
+    ("shutil", cand(imports="import shutil\n"), "gate: file I/O", "import shutil"),
+    ("torch.load", cand("    w = torch.load('w.pt')\n"), "gate: file I/O", "torch.load"),
+    ("torch.jit.save", cand("    torch.jit.save(None, 'm.pt')\n"), "gate: file I/O", "jit.save"),
+    (
+        "numpy.save",
+        cand(imports="import numpy as np\n", launcher="    np.save('/tmp/o.npy', out.numpy())\n"),
+        "gate: file I/O",
+        "np.save",
+    ),
+    (
+        "numpy DataSource",
+        cand(imports="import numpy\n", launcher="    f = numpy.DataSource(None)\n"),
+        "gate: file I/O",
+        "DataSource",
+    ),
+    ("ndarray.dump", cand("    out.numpy().dump('o.pkl')\n"), "gate: file I/O", ".dump("),
+    ("poplib", cand(imports="import poplib\n"), "gate: network", "import poplib"),
+    (
+        "torch.distributed",
+        cand(imports="import torch.distributed as dist\n"),
+        "gate: network",
+        "torch.distributed",
+    ),
     (
         "os.environ write",
         cand(imports="import os\n", launcher="    os.environ['TRITON_INTERPRET'] = '0'\n"),
@@ -459,7 +528,6 @@ def test_messages_say_what_was_found_and_why():
 @pytest.mark.parametrize(
     "launcher, module",
     [
-        ("    s = os.environ.get('ACCELOPT_SHAPE', '')\n", ""),  # reading the environment
         ("    k = _TABLE.get(n, 1) + len(_TABLE)\n", "_TABLE = {1: 2}\n"),  # reading module data
         ("    grid = lambda meta: (triton.cdiv(n, meta['BLOCK']),)\n", ""),
         ("    b = _block(n)\n", "def _block(n):\n    return 64 if n > 64 else 32\n"),
@@ -469,7 +537,6 @@ def test_messages_say_what_was_found_and_why():
         ("    out.zero_()\n    k = n\n    k += 1\n    m = x.shape[0] * 2\n", ""),
     ],
     ids=[
-        "environ read",
         "module dict read",
         "grid lambda",
         "helper",

@@ -21,7 +21,7 @@ import pytest
 
 from accelopt_core.onsite import protocol
 from accelopt_core.onsite.protocol import JUDGE_VERSION, SENTINEL, EvalRequest, EvalResult
-from tests.onsite.runs import BASE, WarmRunner, run_worker
+from tests.onsite.runs import BASE, UNCONFINED_FILES, WarmRunner, run_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 SOFTMAX = (ROOT / "examples" / "triton" / "softmax.py").read_text()
@@ -168,6 +168,8 @@ def _request(name: str) -> dict:
 def _run(name: str, argv, tmp: Path, runner=None) -> EvalResult:
     req = _request(name)
     env = dict(os.environ, ACCELOPT_TEST_REPORT=str(tmp / f"{name}.report"))
+    if name == "proc":  # it writes its report to a file of the test
+        env.update(UNCONFINED_FILES)
     if "harness_source" in req:  # a request of its own (another harness)
         request = EvalRequest(rep_ms=5.0, timeout_s=90.0, **req)
         if runner is not None:
@@ -302,7 +304,7 @@ def test_the_candidate_works_in_private_directories(tmp_path):
         "    _f.write(repr((os.getcwd(), os.listdir('.'), tempfile.gettempdir(),\n"
         "                   os.environ['TMPDIR'])))\n"
     )
-    env = dict(os.environ, ACCELOPT_TEST_REPORT=str(report))
+    env = dict(os.environ, ACCELOPT_TEST_REPORT=str(report), **UNCONFINED_FILES)
     result, _ = run_worker(cand, argv=NO_GATE_COLD, env=env, source_name="dirs.py")
     assert result.status == "ok", result.message
     cwd, listing, tmp, tmpdir = eval(report.read_text())  # noqa: S307 - our own repr

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.onsite.runs import MODES, alive, line_of, run_worker, src
+from tests.onsite.runs import MODES, UNCONFINED_FILES, alive, line_of, run_worker, src
 
 
 @pytest.mark.slow  # shares the session's batch of ~12 worker runs
@@ -23,7 +23,7 @@ def test_stdout_noise_becomes_a_warning_not_the_result(batch):
 @pytest.mark.parametrize("mode", MODES)
 def test_hang_times_out_and_the_process_is_gone(tmp_path, mode):
     pidfile = tmp_path / "pid"
-    env = dict(os.environ, ACCELOPT_TEST_PIDFILE=str(pidfile))
+    env = dict(os.environ, ACCELOPT_TEST_PIDFILE=str(pidfile), **UNCONFINED_FILES)
     start = time.monotonic()
     result, _ = run_worker(
         src("hang.py"), env=env, timeout_s=12.0, source_name="hang.py", mode=mode

@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.onsite.runs import BASE, MODES, WarmRunner, alive, make_request, run_worker, src
+from tests.onsite.runs import (
+    BASE,
+    MODES,
+    UNCONFINED_FILES,
+    WarmRunner,
+    alive,
+    make_request,
+    run_worker,
+    src,
+)
 
 #: A candidate that patches torch in its process: the inputs of every later seed, and of any
 #: later candidate sharing the module, would be zeros, so ``zeros.py`` would pass.
@@ -108,7 +117,7 @@ def test_kill_9_of_the_owner_takes_the_worker_and_its_candidate_down(tmp_path, m
     owner = subprocess.Popen(
         [sys.executable, "-c", _OWNER.format(root=root, mode=mode)],
         stdout=subprocess.PIPE,
-        env=dict(os.environ, ACCELOPT_TEST_PIDFILE=str(pidfile)),
+        env=dict(os.environ, ACCELOPT_TEST_PIDFILE=str(pidfile), **UNCONFINED_FILES),
     )
     worker = json.loads(owner.stdout.readline())["worker"]
     deadline = time.monotonic() + 60

@@ -125,10 +125,14 @@ def test_identical_module_is_a_no_op() -> None:
     assert sample.source is None and sample.error == NO_OP
 
 
-def test_missing_entry_is_a_failure() -> None:
+def test_renamed_launcher_is_a_failure() -> None:
+    # merged by name, the rename only adds `add_fast`, which nothing calls: no candidate
     renamed = KERNELS.replace("def add(x, y):", "def add_fast(x, y):")
     sample = parse_code_reply(fence(renamed), SOURCE, entry="add")
-    assert sample.source is None and sample.error == "the code defines no launcher `add`"
+    assert sample.source is None
+    assert sample.error == (
+        "the reply only adds `add_fast`, which nothing uses (the launcher `add` keeps its name)"
+    )
 
 
 def test_bare_code_without_fences_is_accepted() -> None:

@@ -91,6 +91,7 @@ async def test_slower_rewrite_becomes_a_negative_experience(
         "'Raise BLOCK to 128' made add_kernel slower (0.50x of its parent's speed). "
         "Use BLOCK=128 in add_kernel."
     )
+    assert exp.reason == "correct but slower: 0.5x of its parent's speed (2 ms against 1 ms)"
 
 
 async def test_without_memory_nothing_is_written(add_file: KernelFile) -> None:
@@ -138,6 +139,9 @@ async def test_a_caught_candidate_becomes_a_reward_hack_negative(
     assert exp.slow_source == slow.source and exp.fast_source == fast.source
     assert exp.plan == "Use BLOCK=128 in add_kernel."
     assert "Raise BLOCK to 128" in exp.rule and "2% of the wall time" in exp.rule
+    assert exp.reason == (
+        "gate: timing inconsistent: per-call latencies sum to 2% of the wall time"
+    )  # issue 30: the reason in full, where the rule keeps 300 characters of it
     assert exp.timing == "interpreter" and exp.judge_version == JUDGE_VERSION
     assert memory.all(positive=True) == []
 

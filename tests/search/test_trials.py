@@ -6,12 +6,14 @@ implausible-speedup rule (a scripted evaluator, tests/search/scripted.py)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from accelopt_core.evaluation import Evaluator
 from accelopt_core.kernelfile import KernelFile, parse_kernel_file
+from accelopt_core.onsite.sandbox.policy import NOTE_PREFIX
 from accelopt_core.proposers import Plan
 from accelopt_core.search import Candidate, CandidateEvaluated, SearchEvent
 from accelopt_core.search.events import Subscribers
@@ -126,3 +128,23 @@ async def test_the_bound_comes_from_the_evaluation_settings() -> None:
     _, explicit, _ = speedup_setup([timed(1.0)], max_interpreter_speedup=5.0)
     assert explicit.max_interpreter_speedup == 5.0
     assert Settings().evaluation.max_interpreter_speedup == 50.0
+
+
+async def test_a_baseline_that_ran_unconfined_puts_the_sandbox_warning_in_the_report() -> None:
+    """Issue 34: the target says on every result when candidates ran unconfined; the search's
+    report carries it once (the baseline runs on the same target as every candidate)."""
+    note = NOTE_PREFIX + "candidates ran with no network isolation (turned off)"
+    original = parse_kernel_file(SOFTMAX.read_text(), "softmax.py")
+    unconfined = dataclasses.replace(timed(100.0), warnings=["other", note])
+    tally = Tally()
+    for _ in range(2):  # two searches of one session share nothing but the target
+        evaluator = ScriptedEvaluator(sequence({original.source: [unconfined]}))
+        trials = Trials(evaluator, original, "softmax", tally, Subscribers())
+        await trials.evaluate_baseline(asyncio.sleep(0))
+    assert tally.warnings == [note]
+    confined = Tally()
+    evaluator = ScriptedEvaluator(sequence({original.source: [timed(100.0)]}))
+    await Trials(evaluator, original, "softmax", confined, Subscribers()).evaluate_baseline(
+        asyncio.sleep(0)
+    )
+    assert confined.warnings == []

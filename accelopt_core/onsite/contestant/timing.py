@@ -123,17 +123,25 @@ def _snapshot(torch, obj):
 def l2_flusher(torch) -> Callable[[], None]:
     """do_bench's L2 flush on CUDA: ``flush()`` zeroes a buffer larger than L2 (the runtime
     driver's ``get_empty_cache_for_benchmark()``/``clear_cache`` when Triton has them, else a
-    256 MiB int8 tensor ``zero_()``). Raises what CUDA raises (no device, out of memory)."""
+    256 MiB int8 tensor ``zero_()``); ``flush.nbytes`` is that buffer's size, bytes. Raises
+    what CUDA raises (no device, out of memory)."""
     try:
         from triton.runtime import driver
 
         active = driver.active
         cache = active.get_empty_cache_for_benchmark()
         clear = active.clear_cache
-        return lambda: clear(cache)
     except Exception:  # noqa: BLE001 - older Triton or no driver: do it ourselves
         cache = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
-        return cache.zero_
+
+        def clear(buffer) -> None:
+            buffer.zero_()
+
+    def flush() -> None:
+        clear(cache)
+
+    flush.nbytes = int(cache.numel() * cache.element_size())  # type: ignore[attr-defined]
+    return flush
 
 
 def _warm_up(

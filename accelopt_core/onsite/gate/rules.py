@@ -25,6 +25,19 @@ FILE_IO = ("gate: file I/O", "no file I/O: a result kept in a file outlives the 
 NETWORK = ("gate: network", "no network access")
 
 
+LOGGING = (
+    "gate: logging handlers",
+    "no logging handlers or logging set-up: a handler writes files, sockets or mail outside "
+    "the evaluation",
+)
+
+
+ENVIRONMENT = (
+    "gate: environment",
+    "no reads of the environment: a kernel must not depend on it, and it holds the user's secrets",
+)
+
+
 PROCESS = (
     "gate: process control",
     "no process control: a candidate must not change or end the process that evaluates it",
@@ -99,12 +112,25 @@ FORBIDDEN_NAMES = rule_table(
         "os.symlink os.utime os.mkfifo os.mknod os.sendfile os.memfd_create os.path.exists "
         "os.path.lexists os.path.isfile os.path.isdir os.path.getsize os.path.getmtime "
         "torch.save torch.load torch.from_file numpy.save numpy.savez numpy.savez_compressed "
-        "numpy.load numpy.memmap numpy.fromfile numpy.savetxt numpy.loadtxt numpy.genfromtxt",
+        "numpy.load numpy.memmap numpy.fromfile numpy.savetxt numpy.loadtxt numpy.genfromtxt "
+        "numpy.fromregex numpy.DataSource numpy.lib.format numpy.lib.npyio torch.jit.save "
+        "torch.jit.load torch.serialization torch.package torch.utils.tensorboard codecs.open "
+        "netrc mailbox",
     ),
     network=(
         NETWORK,
         "socket http urllib urllib3 requests ssl ftplib smtplib xmlrpc selectors select "
-        "socketserver httpx aiohttp telnetlib",
+        "socketserver httpx aiohttp telnetlib imaplib poplib nntplib webbrowser "
+        "torch.distributed",
+    ),
+    logging=(
+        LOGGING,
+        "logging.FileHandler logging.StreamHandler logging.Handler logging.basicConfig "
+        "logging.handlers logging.config",
+    ),
+    environment=(
+        ENVIRONMENT,
+        "os.environ os.environb os.getenv os.getenvb os.path.expandvars posix.environ",
     ),
     process=(
         PROCESS,
@@ -167,6 +193,7 @@ ATTRIBUTES = {
     **{a: GLOBALS for a in "__code__ __closure__".split()},
     "tofile": FILE_IO,
     "from_file": FILE_IO,
+    "dump": FILE_IO,
 }
 
 
@@ -193,6 +220,8 @@ RULES = (
     GLOBALS[0],
     FILE_IO[0],
     NETWORK[0],
+    LOGGING[0],
+    ENVIRONMENT[0],
     PROCESS[0],
     INTROSPECTION[0],
     NATIVE[0],

@@ -27,14 +27,14 @@ from ..runtime import exchange
 from ..runtime.channel import Channel, ChannelError
 from ..runtime.failures import Failure
 from ..runtime.loading import project_of
+from ..sandbox.scratch import PREFIX as _PREFIX
+from ..sandbox.scratch import scratch_roots, sweep
 from . import referee
 from .rules import discard, protocol_violation
 
 #: Extra seconds the judge waits for an answer past the supervisor's deadline (the supervisor
 #: kills both processes first and reports the timeout with the candidate's hang line).
 _GRACE_S = 5.0
-#: Name prefix of an evaluation's directories, followed by the supervisor's pid.
-_PREFIX = "accelopt-eval-"
 _CTX_KEYS = ("cand_file", "memory_limit_mb", "cand_tree", "kernels", "interpreter")
 
 
@@ -64,18 +64,20 @@ def _sanitized(error) -> dict:
 
 def new_dirs() -> dict:
     """Fresh private directories for one evaluation (mode 0700): ``cwd`` and ``tmp`` (the
-    candidate's working and temporary directories, under ``root`` in the default temporary
-    directory) and ``x`` (the exchange files; under ``/dev/shm`` where it is writable, so the
-    tensors go through memory), named ``accelopt-eval-<this pid>-...``. Remove them with
-    :func:`remove_dirs`; those of dead supervisors are swept first (:func:`sweep`)."""
-    shm = "/dev/shm"
-    shm_ok = os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK)
-    sweep([tempfile.gettempdir()] + ([shm] if shm_ok else []))
+    candidate's working and temporary directories, under ``root``) and ``x`` (the exchange
+    files; under ``/dev/shm`` where it is writable and has :data:`SHM_MIN_FREE` bytes free, so
+    the tensors go through memory), made inside this process's scratch roots
+    (:func:`..sandbox.scratch.scratch_roots`: the only places the sandbox lets a candidate
+    write), named ``accelopt-eval-<this pid>-...``. Remove them with :func:`remove_dirs`;
+    those of dead workers are swept first (:func:`sweep`)."""
+    roots = scratch_roots()
+    shm_root = next((r for r in roots if r.startswith("/dev/shm/") and _room(r)), None)
+    sweep([os.path.dirname(r) for r in roots])
     tag = f"{_PREFIX}{os.getpid()}-"
-    root = tempfile.mkdtemp(prefix=tag)
+    root = tempfile.mkdtemp(prefix=tag, dir=roots[0])
     dirs = {"root": root, "cwd": os.path.join(root, "cwd"), "tmp": os.path.join(root, "tmp")}
-    if shm_ok:
-        dirs["xroot"] = dirs["x"] = tempfile.mkdtemp(prefix=tag, dir=shm)
+    if shm_root is not None:
+        dirs["xroot"] = dirs["x"] = tempfile.mkdtemp(prefix=tag, dir=shm_root)
     else:
         dirs["x"] = os.path.join(root, "x")
     for name in ("cwd", "tmp", "x"):
@@ -84,29 +86,20 @@ def new_dirs() -> dict:
     return dirs
 
 
-def sweep(parents: list[str]) -> None:
-    """Remove the evaluation directories in ``parents`` whose supervisor (the pid in their
-    name, :func:`new_dirs`) is gone: a supervisor killed with SIGKILL (its owner died, a target
-    cancelled it) cannot remove its own. Errors are ignored."""
-    for parent in parents:
-        try:
-            names = [n for n in os.listdir(parent) if n.startswith(_PREFIX)]
-        except OSError:
-            continue
-        for name in names:
-            pid = name[len(_PREFIX) :].split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
-                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+#: Free bytes ``/dev/shm`` must have to hold an evaluation's exchange files: the timing pool
+#: alone may take 512 MiB (:data:`.judge.timing.POOL_BYTES`) with GPU-sized inputs, and a
+#: small ``/dev/shm`` (64 MiB in a default container) would fail the reference's first save.
+SHM_MIN_FREE = 2 * 2**30
 
 
-def _alive(pid: int) -> bool:
+def _room(path: str) -> bool:
+    """True when the file system of ``path`` has :data:`SHM_MIN_FREE` bytes free (or cannot
+    tell: no ``statvfs``)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
+        st = os.statvfs(path)
+    except (OSError, AttributeError):
         return True
-    return True
+    return st.f_bavail * st.f_frsize >= SHM_MIN_FREE
 
 
 def remove_dirs(dirs: dict | None) -> None:

@@ -45,6 +45,8 @@ import threading
 from importlib import metadata
 
 from ..runtime import stacks as nki_sdk
+from ..sandbox.launch import worker_command
+from ..sandbox.scratch import sweep
 from .warmhost import WarmHost, split_payload
 
 #: In the command line of every worker the Ray task starts (and of nothing else), so the
@@ -52,13 +54,20 @@ from .warmhost import WarmHost, split_payload
 RAY_TASK_MARK = "accelopt-ray-task"
 
 
-def _start_worker(bootstrap: str, *args: str, **popen: object) -> subprocess.Popen:
-    """``[sys.executable, "-c", bootstrap, *args]`` with stdin, stdout and stderr piped."""
+def _start_worker(
+    bootstrap: str, *args: str, keep: str | None = None, **popen: object
+) -> subprocess.Popen:
+    """``[sys.executable, "-c", bootstrap, *args]`` with stdin, stdout and stderr piped, in
+    the sandbox's allowlisted environment (plus the ``keep`` names; default: those this
+    process was given in :data:`..sandbox.environment.KEEP_VAR`), wrapped in bubblewrap where
+    Landlock is missing (:func:`..sandbox.launch.worker_command`)."""
+    argv, env = worker_command([sys.executable, "-c", bootstrap, *args], os.environ, keep)
     return subprocess.Popen(
-        [sys.executable, "-c", bootstrap, *args],
+        argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=env,
         **popen,
     )
 
@@ -74,25 +83,30 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_ray_task(bootstrap: str, payload: bytes, timeout_s: float) -> tuple[int, bytes, bytes]:
+def run_ray_task(
+    bootstrap: str, payload: bytes, timeout_s: float, keep: str = ""
+) -> tuple[int, bytes, bytes]:
     """Run the shipped worker on this node; the body of every Ray task of the Ray target.
 
-    The worker (``[sys.executable, "-c", bootstrap, RAY_TASK_MARK]``) gets SIGKILL when the
-    Ray worker running this task dies, so Ray's forced cancellation takes it down; it does the
-    same for its candidate. After ``timeout_s`` s the worker is killed.
+    The worker (``[sys.executable, "-c", bootstrap, RAY_TASK_MARK]``, in the sandbox's
+    allowlisted environment plus the ``keep`` names) gets SIGKILL when the Ray worker running
+    this task dies, so Ray's forced cancellation takes it down; it does the same for its
+    candidate. After ``timeout_s`` s the worker is killed.
 
     Returns:
         ``(returncode, stdout, stderr)`` of the worker.
     """
-    proc = _start_worker(bootstrap, RAY_TASK_MARK, preexec_fn=_die_with_parent)
+    proc = _start_worker(bootstrap, RAY_TASK_MARK, keep=keep, preexec_fn=_die_with_parent)
     try:
         out, err = proc.communicate(payload, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
+        sweep()  # the scratch directories the killed worker could not remove
     except BaseException:  # cancelled (KeyboardInterrupt) or anything else: take it down
         proc.kill()
         proc.wait()
+        sweep()
         raise
     return proc.returncode, out, err
 
@@ -222,9 +236,17 @@ class Agent:
 
     def kill_current(self) -> None:
         """SIGKILL the running (cold) worker's and the warm worker's process trees and
-        process groups."""
+        process groups, and remove the scratch directories they left
+        (:func:`..sandbox.scratch.sweep`)."""
         for proc in (self._proc, self.warm.proc):
             self._kill_tree(proc)
+        for proc in (self._proc, self.warm.proc):
+            if proc is not None:
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+        sweep()
 
     @staticmethod
     def _kill_tree(proc: subprocess.Popen | None) -> None:

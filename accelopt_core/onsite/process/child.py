@@ -3,8 +3,10 @@
 
 Set-up: a new session (the supervisor kills the whole process group), death with the supervisor
 (``PR_SET_PDEATHSIG``), not dumpable (``PR_SET_DUMPABLE`` 0: the candidate process cannot
-ptrace it or open its fds through ``/proc``), faulthandler (a crash or a hang dumps the Python
-stack to stderr), and an :class:`Emitter` for the one result: only this process writes it.
+ptrace it or open its fds through ``/proc``), the sandbox (:func:`.sandbox.policy.confine_judge`:
+scratch ``HOME``/``TMPDIR``, Landlock; everything it forks inherits it), faulthandler (a crash
+or a hang dumps the Python stack to stderr), and an :class:`Emitter` for the one result: only
+this process writes it.
 Dispatch: a probe, or the static gate and then the Triton (:mod:`.triton.evaluation`: the candidate
 runs in a process of its own that the judge forks, :mod:`.judge.peers`) or NKI (:mod:`.nki.evaluation`,
 still in this process) evaluation, by the backend of the kernel the entry launches.
@@ -27,6 +29,7 @@ from ..protocol import result_dict
 from ..runtime.device import arm_hang_dump, pin_device, probe
 from ..runtime.failures import candidate_file
 from ..runtime.sources import module_of
+from ..sandbox import policy as sandbox
 from ..triton import evaluation as triton_eval
 from .warmstack import align
 
@@ -87,6 +90,17 @@ def _evaluate(req: dict, ctx: dict) -> dict:
     return triton_eval.evaluate(req, ctx)
 
 
+def _sandbox_report(request: dict, result: dict) -> None:
+    """A probe's answer says how candidates are confined here (``sandbox``); an evaluation's
+    result carries the warning when a part of the sandbox is missing."""
+    if request.get("probe"):
+        result["sandbox"] = sandbox.describe()
+        return
+    note = sandbox.note()
+    if note is not None and isinstance(result, dict):
+        result.setdefault("warnings", []).append(note)
+
+
 def child_main(
     request: dict, result_fd: int, supervisor_pid: int, dirs: dict | None = None
 ) -> None:
@@ -108,6 +122,8 @@ def child_main(
     set_nondumpable()
     if os.getppid() != supervisor_pid:
         os._exit(1)
+    if dirs is not None:  # one thread yet: Landlock binds this thread and what it forks
+        sandbox.confine_judge(dirs)
     import faulthandler
 
     faulthandler.enable(file=sys.stderr)  # a crash dumps the Python stack (with the line)
@@ -130,6 +146,7 @@ def child_main(
         result = probe(request) if request.get("probe") else _evaluate(request, ctx)
     except BaseException as exc:  # noqa: BLE001 - classified, never propagated
         result = result_dict("runtime_error", f"worker error: {type(exc).__name__}: {exc}")
+    _sandbox_report(request, result)
     sys.stdout.flush()
     sys.stderr.flush()
     emitter.emit(result)

@@ -29,6 +29,8 @@ from ..protocol import (
     tail,
 )
 from ..runtime.failures import line_from_text
+from ..sandbox.policy import setup_worker
+from ..sandbox.scratch import remove_scratch
 from .child import child_main, set_pdeathsig
 
 _TAIL_BYTES = 4000
@@ -90,11 +92,12 @@ def _kill(pid: int) -> None:
 
 def _forward_signals(pid: int, dirs: dict | None = None) -> None:
     """On SIGTERM / SIGHUP / SIGINT (the target cancelled us): kill the child, remove the
-    candidate's directories, then exit."""
+    candidate's directories and this worker's scratch roots, then exit."""
 
     def on_signal(signum, frame):
         _kill(pid)
         remove_dirs(dirs)
+        remove_scratch()
         os._exit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -258,8 +261,10 @@ def main() -> None:
     """Read one request (JSON) from stdin, evaluate it, print one sentinel result line.
 
     The worker dies with the process that started it (``PR_SET_PDEATHSIG`` on Linux), so a
-    ``kill -9`` of the CLI or server does not leave it running until its timeout."""
+    ``kill -9`` of the CLI or server does not leave it running until its timeout. Its sandbox
+    is set up first, while it has one thread (:func:`..sandbox.policy.setup_worker`)."""
     set_pdeathsig()
+    setup_worker()
     raw = sys.stdin.buffer.read()
     try:
         request = json.loads(raw.decode("utf-8"))
@@ -272,5 +277,6 @@ def main() -> None:
             result = supervise(request)
         except Exception as exc:  # the supervisor itself failed (e.g. fork impossible)
             result = result_dict("runtime_error", f"worker supervisor failed: {exc!r}")
+    remove_scratch()
     sys.stdout.write("\n" + SENTINEL + json.dumps(result, default=str) + "\n")
     sys.stdout.flush()

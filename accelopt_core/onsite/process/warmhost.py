@@ -25,6 +25,8 @@ import threading
 from importlib import metadata
 
 from ..protocol import SENTINEL
+from ..sandbox.launch import worker_command
+from ..sandbox.scratch import sweep
 
 _STDERR_TAIL = 4000
 
@@ -90,11 +92,15 @@ class WarmHost:
     """One zygote kept warm by this process.
 
     Args:
-        argv: the command that runs a shipped program (``[python, "-c", BOOTSTRAP, ...]``).
+        argv: the command that runs a shipped program (``[python, "-c", BOOTSTRAP, ...]``);
+            it is started in the sandbox's allowlisted environment (plus the ``keep`` names,
+            default those of this process's :data:`..sandbox.environment.KEEP_VAR`), wrapped
+            in bubblewrap where Landlock is missing (:func:`..sandbox.launch.worker_command`).
     """
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], keep: str | None = None) -> None:
         self._argv = list(argv)
+        self._keep = keep
         self.proc: subprocess.Popen | None = None
         self._key: tuple | None = None
         self._stderr = bytearray()
@@ -109,8 +115,10 @@ class WarmHost:
             return
         self.kill()
         self._key, self._stderr = key, bytearray()
+        argv, env = worker_command(self._argv, os.environ, self._keep)
         self.proc = subprocess.Popen(
-            self._argv,
+            argv,
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -168,7 +176,8 @@ class WarmHost:
         return 0, b"\n" + SENTINEL.encode() + body + b"\n", b""
 
     def kill(self) -> None:
-        """SIGKILL the zygote's process tree (its running child included) and reap it."""
+        """SIGKILL the zygote's process tree (its running child included), reap it and remove
+        the scratch directories it could not (:func:`..sandbox.scratch.sweep`)."""
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
@@ -178,6 +187,7 @@ class WarmHost:
             pass
         proc.kill()
         proc.wait()
+        sweep()
 
 
 def host_argv(bootstrap: str, *args: str) -> list[str]:
@@ -193,10 +203,11 @@ class WarmActor:
     Args:
         bootstrap: the ``python -c`` program (``accelopt_core.targets.shipping.BOOTSTRAP``).
         mark: an extra argument on the warm worker's command line (the Ray task mark).
+        keep: the user's extra environment names (``accelopt.evaluation.environment``).
     """
 
-    def __init__(self, bootstrap: str, mark: str) -> None:
-        self.host = WarmHost(host_argv(bootstrap, mark))
+    def __init__(self, bootstrap: str, mark: str, keep: str = "") -> None:
+        self.host = WarmHost(host_argv(bootstrap, mark), keep)
 
     def evaluate(self, payload: bytes) -> tuple[int, bytes, bytes]:
         """Run one warm payload (``encode_warm``): ``(returncode, stdout, stderr)`` as the

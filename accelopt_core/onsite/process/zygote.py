@@ -46,6 +46,8 @@ import sys
 
 from ..protocol import result_dict
 from ..runtime.device import versions
+from ..sandbox.policy import setup_worker
+from ..sandbox.scratch import remove_scratch
 from .child import set_pdeathsig
 from .supervisor import supervise
 from .warmstack import preload
@@ -88,10 +90,15 @@ def _answer(body: bytes) -> dict:
 
 
 def _exit_on_signals() -> None:
-    """SIGTERM / SIGHUP / SIGINT between requests: exit (during one,
-    :func:`.process.supervisor.supervise` kills the child's process group first)."""
+    """SIGTERM / SIGHUP / SIGINT between requests: remove the scratch roots and exit (during
+    one, :func:`.process.supervisor.supervise` kills the child's process group first)."""
+
+    def leave(signum, frame):
+        remove_scratch()
+        os._exit(128 + signum)
+
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: os._exit(128 + signum))
+        signal.signal(sig, leave)
 
 
 def serve(inp, out: int) -> None:
@@ -107,9 +114,11 @@ def serve(inp, out: int) -> None:
 
 
 def main() -> None:
-    """The warm worker's entry: die with the owner, preload the stack, say hello, serve;
+    """The warm worker's entry: die with the owner, set up the sandbox (one thread yet:
+    :func:`..sandbox.policy.setup_worker`), preload the stack, say hello, serve;
     ``os._exit(0)`` at end-of-file."""
     set_pdeathsig()
+    setup_worker()
     _exit_on_signals()
     out = os.dup(1)
     os.dup2(2, 1)  # anything printed to stdout from now on goes to stderr
@@ -124,4 +133,5 @@ def main() -> None:
     }
     write_frame(out, b"H", json.dumps(hello).encode())
     serve(sys.stdin.buffer, out)
+    remove_scratch()
     os._exit(0)

@@ -2,9 +2,10 @@
 a machine that may have none, in a process without ``TRITON_INTERPRET``.
 
 :func:`run_stage` loads the original file's harness and the candidate (:mod:`..runtime.
-loading`), makes the inputs of one seed (and of each ``BENCH["shapes"]`` entry) on the CPU,
-calls the entry (forward + backward with ``BENCH["backward"]``) with Triton compiling and
-"launching" for the device (:mod:`.capture`), then reads each distinct kernel's facts
+loading`), makes the inputs of one seed (and of each ``BENCH["shapes"]`` entry) on the CPU
+(on the GPU of a CUDA target: :func:`input_device`), calls the entry (forward + backward with
+``BENCH["backward"]``) with Triton compiling and "launching" for the device
+(:mod:`.capture`), then reads each distinct kernel's facts
 (:mod:`.facts`). Its answer is ``{"gpu": metrics["gpu"]}`` (notes/contracts.md) or
 ``{"failure": result dict}``: status ``incorrect``, message ``does not compile for sm_90
 (H100 SXM5): <Triton's message>`` or ``cannot launch on H100 SXM5 (sm_90): <reason>``, with
@@ -117,15 +118,24 @@ def _calls(harness, seed: int) -> list[tuple[str, dict | None]]:
     return [(f"seed {seed}", None)] + [(f"shape {s}", s) for s in shapes[:MAX_SHAPES]]
 
 
-def _call_entry(entry, harness, seed: int, shape: dict | None, torch) -> None:
-    """One call of the entry on CPU inputs (forward + backward with ``BENCH["backward"]``)."""
-    inputs = harness.get_inputs(seed, "cpu", **(shape or {}))
+def _call_entry(entry, harness, seed: int, shape: dict | None, torch, device: str = "cpu") -> None:
+    """One call of the entry on inputs made on ``device`` (forward + backward with
+    ``BENCH["backward"]``)."""
+    inputs = harness.get_inputs(seed, device, **(shape or {}))
     if harness.bench.get("backward") is True:
         from ..contestant.backward import forward_backward, leaves
 
         forward_backward(entry, leaves(tuple(inputs), torch), seed, torch)
     else:
         entry(*inputs)
+
+
+def input_device(setup: dict) -> str:
+    """Where the stage makes the inputs: ``"cuda"`` on a CUDA target, so that the harness
+    picks the same shapes and Triton's binder sees the same pointers as the timed run (a
+    harness may size its inputs by device: the examples make GPU-sized ones on ``"cuda"``);
+    ``"cpu"`` elsewhere. The kernels are still only compiled and recorded, never run."""
+    return "cuda" if setup.get("use_cuda") else "cpu"
 
 
 def _load(setup: dict):
@@ -150,10 +160,11 @@ def _run_entry(setup: dict, dev: Device, recorder, ctx: dict) -> tuple[dict | No
     except Exception as exc:  # noqa: BLE001 - the interpreter's evaluation reports it
         return None, [f"compile stage: loading failed ({type(exc).__name__}: {exc})"[:400]]
     seed = int(setup.get("seed") or 1)
+    device = input_device(setup)
     for label, shape in _calls(harness, seed):
         try:
             with torch.no_grad() if not harness.bench.get("backward") else _null():
-                _call_entry(entry, harness, seed, shape, torch)
+                _call_entry(entry, harness, seed, shape, torch, device)
         except Exception as exc:  # noqa: BLE001 - classified below
             failure = classify(exc, dev, recorder.current, ctx)
             if failure is not None:

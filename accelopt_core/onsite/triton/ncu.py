@@ -58,6 +58,14 @@ STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
 LAUNCHES = 8
 #: Top stall reasons kept per kernel.
 TOP_STALLS = 3
+#: NCU's error code when the driver refuses access to the performance counters (Nsight
+#: Compute documentation, "ERR_NVGPUCTRPERM"), and what the warning says then.
+COUNTER_PERMISSION = "ERR_NVGPUCTRPERM"
+PERMISSION_WARNING = (
+    "ncu could not read the GPU's performance counters (ERR_NVGPUCTRPERM): the driver allows "
+    "them to administrators only (NVreg_RestrictProfilingToAdminUsers=1) and the candidate's "
+    "processes run without capabilities"
+)
 
 #: What ``ncu`` runs: ``python -c PROGRAM <setup.json>``. It finds the onsite package the way
 #: this process did (a path, or the worker's in-memory bundle), then runs :func:`run_entry`.
@@ -116,7 +124,10 @@ def _onsite_source() -> dict:
 
 def argv(ncu: str, kernels: list[str], program_args: list[str]) -> list[str]:
     """The ``ncu`` command line: raw page as CSV, the :data:`METRICS` and stall metrics, only
-    the named kernels, at most :data:`LAUNCHES` launches, child processes followed."""
+    the named kernels, at most :data:`LAUNCHES` launches, child processes followed, and the
+    GPU's clocks left as they are (``--clock-control none``: NCU's default locks them to base
+    clocks, which changes the device's settings for everyone on it and needs privileges a
+    candidate's process does not have)."""
     names = "|".join(re.escape(k) for k in sorted(set(kernels)))
     metrics = [*METRICS, *(STALL_PREFIX + s for s in STALLS)]
     return [
@@ -124,6 +135,8 @@ def argv(ncu: str, kernels: list[str], program_args: list[str]) -> list[str]:
         "--csv",
         "--page",
         "raw",
+        "--clock-control",
+        "none",
         "--target-processes",
         "all",
         "--kernel-name",
@@ -221,6 +234,8 @@ def profile(setup: dict, kernels: list[str], ncu: str, timeout_s: float) -> dict
             return {"warning": f"ncu: {exc}"}
     launches = parse_raw_csv(proc.stdout)
     if not launches:
+        if COUNTER_PERMISSION in proc.stdout + proc.stderr:
+            return {"warning": PERMISSION_WARNING}
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
         return {"warning": f"ncu profiled no kernel (exit {proc.returncode}): {tail[0][:300]}"}
     return {"ncu": summarize(launches)}

@@ -296,17 +296,27 @@ def interpreter_limit(result: dict) -> str | None:
     return reason.replace(INTERP, "the interpreter")[:400]
 
 
+#: On a CUDA target, the verdicts of the candidate's own run that a compile or launch failure
+#: of the stage replaces: the same kernel failed to compile or launch there, and the verdict
+#: reads as it does off the GPU.
+_GPU_FAILURES = ("compile_error", "runtime_error")
+
+
 def merge(result: dict, answer: dict | None, ctx: dict) -> dict:
-    """``result`` (the interpreter evaluation's) with the stage's ``answer``: a compile or
-    launch failure replaces a passing or interpreter-limited verdict (the env fields kept);
-    facts go to ``metrics["gpu"]``; an interpreter-limited failure also gets
-    ``metrics["not_timed"]``. Warnings without facts go to ``metrics["gpu"]["warnings"]``."""
+    """``result`` (the evaluation's) with the stage's ``answer``: a compile or launch failure
+    replaces a passing or interpreter-limited verdict, and on a CUDA target
+    (``ctx["interpreter"]`` false) also a compile or runtime error of the candidate's run, so
+    a kernel that cannot compile or launch on the device gets the same verdict with or without
+    the GPU (the env fields kept); facts go to ``metrics["gpu"]``; an interpreter-limited
+    failure also gets ``metrics["not_timed"]``. Warnings without facts go to
+    ``metrics["gpu"]["warnings"]``."""
     pending = ctx.pop("gpu_warnings", [])
     if answer is None:
         return result
     limited = interpreter_limit(result)
     if "failure" in answer:
-        if result.get("status") == "ok" or limited:
+        on_gpu = ctx.get("interpreter") is False and result.get("status") in _GPU_FAILURES
+        if result.get("status") == "ok" or limited or on_gpu:
             env = {k: result[k] for k in ("device", "versions") if k in result}
             return dict(answer["failure"], **env)
         return result

@@ -27,7 +27,9 @@ import time
 from typing import Any
 
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
+from accelopt_core.onsite.sandbox.environment import KEEP_VAR
 from accelopt_core.settings import Settings
+from accelopt_core.targets import sandbox
 from accelopt_core.targets.base import TargetError, nki_tag
 from accelopt_core.targets.pool import DevicePool, pinned
 from accelopt_core.targets.shipping import decode_result, encode_stdin, encode_warm
@@ -62,7 +64,10 @@ class SSHTarget:
 
     Args:
         settings: the whole settings model.
-        env: extra environment variables for the remote agent and worker (e.g. ``TMPDIR``).
+        env: extra environment variables for the remote agent and worker (e.g. ``TMPDIR``);
+            the agent starts each worker in the sandbox's allowlisted environment
+            (:mod:`accelopt_core.onsite.sandbox.environment`), so only allowed names and the
+            names of ``accelopt.evaluation.environment`` reach it.
 
     Raises:
         TargetError: from the constructor for a malformed spec or empty device list; from
@@ -76,6 +81,8 @@ class SSHTarget:
         self._opts = settings.ssh
         self._warm = settings.evaluation.warm_workers
         self._env = dict(env or {})
+        if sandbox.keep(settings):  # the agent starts its workers with these names too
+            self._env.setdefault(KEEP_VAR, sandbox.keep(settings))
         self.devices = [d.strip() for d in settings.ssh.devices.split(",") if d.strip()]
         if not self.devices:
             raise TargetError("accelopt.ssh.devices is empty: name at least one device, e.g. 0")

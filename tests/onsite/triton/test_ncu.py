@@ -53,6 +53,8 @@ def test_raw_page_is_parsed_and_summarized() -> None:
 def test_argv_names_the_metrics_and_kernels() -> None:
     cmd = ncu.argv("ncu", ["matmul_kernel", "b.k"], ["python3", "x.py"])
     assert cmd[:4] == ["ncu", "--csv", "--page", "raw"]
+    # the GPU's clocks are left alone: ncu's default would lock them to base clocks
+    assert cmd[cmd.index("--clock-control") + 1] == "none"
     assert "regex:^(b\\.k|matmul_kernel)$" in cmd
     metrics = cmd[cmd.index("--metrics") + 1].split(",")
     assert "sm__warps_active.avg.pct_of_peak_sustained_active" in metrics
@@ -98,6 +100,15 @@ def test_a_failing_program_is_a_warning(tmp_path: Path, interpreter) -> None:
     answer = ncu.profile(_setup(source, tmp_path), ["matmul_kernel"], str(DOUBLE), 300)
     assert "ncu" not in answer
     assert answer["warning"].startswith("ncu profiled no kernel (exit 1)")
+
+
+def test_counters_kept_to_administrators_are_named(
+    tmp_path: Path, interpreter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NCU_DOUBLE_PERMISSION", "1")
+    answer = ncu.profile(_setup(MATMUL, tmp_path), ["matmul_kernel"], str(DOUBLE), 300)
+    assert answer == {"warning": ncu.PERMISSION_WARNING}
+    assert "ERR_NVGPUCTRPERM" in answer["warning"]
 
 
 def test_ncu_only_on_a_cuda_timing_path(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,16 @@
+"""The sandbox every process that runs candidate or harness code starts in (issue 34; DESIGN.md,
+"Evaluating a candidate", item 8). Standard library only: it is shipped to bare targets.
+
+- :mod:`.environment`: the allowlisted environment (no API keys; ``HOME``/``TMPDIR`` = the
+  evaluation's scratch directory; the compiler caches shared by the candidates).
+- :mod:`.landlock`: writes only to the scratch directory, the compiler caches and the device
+  nodes; no reads of the home directories beyond the Python environment (Linux Landlock, a
+  small ctypes layer over its three system calls).
+- :mod:`.netns` and :mod:`.seccomp`: no network (a new user + network namespace, else a
+  seccomp filter refusing ``socket()`` for AF_INET/AF_INET6).
+- :mod:`.bwrap`: bubblewrap around the worker where the kernel has no usable Landlock.
+- :mod:`.paths`: what may be read and written; :mod:`.scratch`: the worker's scratch roots and
+  the sweep of those a killed worker left.
+- :mod:`.launch`: the command and environment a starter runs a worker with.
+- :mod:`.policy`: what the worker and the judge apply, and the warning when a part is missing.
+"""

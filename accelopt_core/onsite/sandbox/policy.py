@@ -1,0 +1,170 @@
+"""What the sandbox does where (issue 34): the starters' command and environment, the worker's
+set-up, the judge's confinement, and the warning when a part is missing.
+
+- A starter (the local target, the ssh agent, the Ray task and actor) runs a worker with
+  :func:`.launch.worker_command`: the allowlisted environment, and the command wrapped in bubblewrap
+  where this kernel has no usable Landlock.
+- The worker (the cold worker's supervisor, the warm zygote) calls :func:`setup_worker` first,
+  while it has one thread: its ``os.environ`` scrubbed again, the compiler caches' variables
+  set, the network cut (:mod:`.netns`, else :mod:`.seccomp`; under bubblewrap, already done),
+  the read rules prepared. Once per worker: a warm worker's candidates pay nothing for it.
+- The judge (forked per request) calls :func:`confine_judge` before anything else:
+  ``HOME``/``TMPDIR`` and its working directory in the scratch directory, then Landlock (writes
+  only to the scratch directories, the compiler caches and the device nodes). The candidate,
+  reference and compile-stage processes it forks, and NKI candidates that run inside it,
+  inherit all of it.
+- :func:`note` is the warning every result carries when a part is missing (``sandbox: ...``).
+
+:data:`.environment.OFF_VAR` turns parts off (``landlock``, ``bwrap``, ``netns``,
+``seccomp``, ``all``), for troubleshooting and tests.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from . import bwrap, environment, landlock, netns, paths, seccomp
+from .launch import disabled, landlock_abi
+from .scratch import scratch_roots
+
+#: Start of the warning of :func:`note` (the host recognises it).
+NOTE_PREFIX = "sandbox: "
+
+#: What :func:`setup_worker` did: ``network`` and ``filesystem`` (how, or None),
+#: ``network_why`` / ``filesystem_why`` (why not), ``caches`` (writable directories),
+#: ``readable`` (read rules for Landlock).
+STATE: dict = {}
+
+
+def _network(off: set[str]) -> tuple[str | None, str | None]:
+    """Cut this worker's network: ``(how, None)`` or ``(None, why not)``."""
+    if os.environ.get(bwrap.FLAG_VAR):
+        return "network namespace (bubblewrap)", None
+    whys = []
+    if "netns" not in off:
+        try:
+            return netns.enter(), None
+        except OSError as exc:
+            whys.append(f"no network namespace ({exc.strerror or exc})")
+    if "seccomp" not in off:
+        try:
+            seccomp.deny_inet_sockets()
+            return "seccomp filter (no AF_INET/AF_INET6 sockets)", None
+        except OSError as exc:
+            whys.append(f"no seccomp filter ({exc.strerror or exc})")
+    return None, "; ".join(whys) or "turned off"
+
+
+def _filesystem(off: set[str]) -> tuple[str | None, str | None]:
+    """How the judge will confine the filesystem: ``(how, None)`` or ``(None, why not)``."""
+    if os.environ.get(bwrap.FLAG_VAR):
+        return "bubblewrap", None
+    version = landlock_abi(off)
+    if version:
+        return f"landlock (ABI {version})", None
+    if "landlock" in off:
+        why = "Landlock turned off"
+    else:
+        found = landlock.abi()
+        why = (
+            f"Landlock ABI {found} on Linux {platform.release()}"
+            f" (needs ABI {landlock.MIN_ABI}: Linux 5.19 or later)"
+        )
+    _, no_bwrap = (None, "bubblewrap turned off") if "bwrap" in off else bwrap.usable()
+    return None, f"{why}; {no_bwrap or 'bubblewrap did not start this worker'}"
+
+
+def setup_worker() -> dict:
+    """The worker's part (see the module); idempotent. Returns :data:`STATE`, with
+    ``scratch`` (the scratch roots) and, under Landlock, ``ruleset`` (the fd of the judges'
+    ruleset, built once here: each judge only enforces it)."""
+    if STATE:
+        return STATE
+    off = disabled()
+    env = environment.confined_environ(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    caches = environment.compile_caches(os.environ)
+    os.environ.update(caches)
+    STATE["caches"] = environment.cache_dirs(caches)
+    STATE["network"], STATE["network_why"] = _network(off)
+    STATE["filesystem"], STATE["filesystem_why"] = _filesystem(off)
+    STATE["scratch"] = scratch_roots()
+    STATE["ruleset"] = None
+    if (STATE["filesystem"] or "").startswith("landlock"):
+        writable = STATE["scratch"] + STATE["caches"] + paths.device_nodes()
+        try:
+            readable = paths.readable(os.environ, writable)
+            STATE["ruleset"] = landlock.ruleset(readable, writable, listable=paths.LISTABLE)
+        except OSError as exc:
+            STATE["filesystem"], STATE["filesystem_why"] = None, f"Landlock failed: {exc}"
+    return STATE
+
+
+def confine_judge(dirs: dict) -> None:
+    """The judge's part, at its very start (one thread): scratch ``HOME``/``TMPDIR`` and
+    working directory (``dirs``: :func:`..judge.peers.new_dirs`), then the worker's Landlock
+    ruleset enforced (directories of ``dirs`` outside the scratch roots are granted first). A
+    Landlock that fails here is recorded for :func:`note`; the evaluation goes on."""
+    import tempfile
+
+    setup_worker()
+    os.environ.update(environment.scratch_environ(dirs["cwd"], dirs["tmp"]))
+    tempfile.tempdir = dirs["tmp"]  # the supervisor's choice, cached before the fork
+    os.chdir(dirs["cwd"])
+    fd = STATE["ruleset"]
+    if fd is None:
+        return
+    outside = [
+        d
+        for d in (dirs.get("root"), dirs.get("xroot"))
+        if d and not paths.under(d, STATE["scratch"])
+    ]
+    try:
+        if outside:
+            landlock.grant(fd, outside, landlock.handled(landlock.abi()))
+        landlock.enforce(fd)
+    except OSError as exc:
+        STATE["filesystem"], STATE["filesystem_why"] = None, f"Landlock failed: {exc}"
+    finally:
+        os.close(fd)
+        STATE["ruleset"] = None
+
+
+def describe() -> dict:
+    """``{"environment", "filesystem", "network"}``: how each part is confined here (a
+    missing part: ``"none: <why>"``)."""
+    state = STATE or setup_worker()
+    out = {"environment": "allowlist"}
+    for part in ("filesystem", "network"):
+        out[part] = state[part] or f"none: {state[f'{part}_why']}"
+    return out
+
+
+def note() -> str | None:
+    """The warning for a result when a part is missing, else None: ``sandbox: candidates ran
+    with no filesystem confinement (why) ...``."""
+    state = STATE or setup_worker()
+    missing = []
+    if not state["filesystem"]:
+        missing.append(
+            f"no filesystem confinement ({state['filesystem_why']}): they could write "
+            "outside their scratch directory and read the home directory"
+        )
+    if not state["network"]:
+        missing.append(f"no network isolation ({state['network_why']})")
+    if not missing:
+        return None
+    return (
+        NOTE_PREFIX
+        + "candidates ran with "
+        + " and ".join(missing)
+        + ' (README, "Evaluating a candidate": the sandbox)'
+    )
+
+
+def warning_in(warnings: list) -> str | None:
+    """The warning of :func:`note` among a result's ``warnings`` (a part of the sandbox was
+    missing where it ran), or None; for the host, which shows it once."""
+    return next((w for w in warnings if isinstance(w, str) and w.startswith(NOTE_PREFIX)), None)
