@@ -22,13 +22,17 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from accelopt_cli.render_device import device_lines, ranking_needs_timing, result_warnings
+from accelopt_cli.render_device import (
+    checked_lines,
+    device_lines,
+    ranking_needs_timing,
+    result_warnings,
+)
 from accelopt_core import devicefacts
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.memory import Experience, timing_label
 from accelopt_core.onsite.judge.compare import shape_text
 from accelopt_core.onsite.protocol import EvalResult
-from accelopt_core.onsite.sandbox.policy import warning_in
 from accelopt_core.search.report import HOST_TIMING_NOTES, metrics_lines
 from accelopt_core.textdiff import unified_diff
 
@@ -143,11 +147,8 @@ def print_search_report(
     out.print(f"[bold]{kf.path}[/] :: {kernel} on {report.target} ({report.proposer} proposer)")
     out.print(f"baseline: {report.baseline.result.summary()}")
     base = report.baseline.result.metrics
-    checked = devicefacts.derived_summary(base)
-    if checked:
-        out.print(f"inputs: {checked} (every candidate)")
-        for name, why in devicefacts.derived_rows(base)[1]:
-            out.print(f"  skipped: {escape(name)}: {escape(why)}", highlight=False)
+    for line in checked_lines(base):
+        out.print(escape(line), highlight=False)
     if devicefacts.not_timed(base):
         for line in devicefacts.gpu_lines(base):
             out.print(escape(line), highlight=False, soft_wrap=True)
@@ -448,55 +449,3 @@ def print_experience(out: Console, exp: Experience) -> None:
         out.print(Syntax(diff, "diff", word_wrap=True))
     else:
         out.print("(identical sources)")
-
-
-# --- target check -----------------------------------------------------------------------------
-
-
-def _stack_line(info: dict[str, Any]) -> str:
-    stack = [f"python {info.get('python') or '?'}"]
-    for name in ("torch", "triton", "neuronxcc", "nki"):
-        if info.get(name):
-            stack.append(f"{name} {info[name]}")
-    if not info.get("torch") and not info.get("neuronxcc") and not info.get("nki"):
-        stack.append("[red]torch missing[/]")
-    return " · ".join(stack) + (f" ({info['executable']})" if info.get("executable") else "")
-
-
-def _print_nki(out: Console, report: dict[str, Any]) -> None:
-    """The NKI SDK line and, when it ran beside the Triton probe, the NKI probe's result."""
-    sdk = report.get("sdk")
-    if sdk:
-        out.print(f"NKI SDK: {sdk['api']} {sdk.get('version') or '?'}")
-    nki = report.get("nki")
-    if nki:
-        result = EvalResult.from_dict(nki["result"])
-        out.print(f"check kernel (nki add): {result.summary()} on {result.device or '?'}")
-
-
-def print_target_report(out: Console, err: Console, report: dict[str, Any]) -> None:
-    """The human form of ``accelopt target check``'s report (see
-    :func:`accelopt_cli.target.check_target` for its keys): devices, software stack, capacity,
-    the probe kernel's result, then ``ok`` or the error on ``err``."""
-    info = report.get("info") or {}
-    out.print(f"[bold]target[/] {report['target']}")
-    if info:
-        out.print(f"devices: {', '.join(map(str, info.get('device_names') or [])) or '?'}")
-        out.print(_stack_line(info))
-        out.print(
-            f"capacity {report.get('capacity')} · connected in {report.get('connect_s', 0):.2f} s"
-        )
-    if "result" in report:
-        result = EvalResult.from_dict(report["result"])
-        eval_s = f" in {result.eval_s:.2f} s" if result.eval_s is not None else ""
-        out.print(f"check kernel ({report.get('kernel')} add){eval_s}: {result.summary()}")
-        if result.device:
-            out.print(f"ran on: {result.device}")
-        unconfined = warning_in(result.warnings)  # candidates would run unconfined there
-        if unconfined is not None:
-            err.print(f"[yellow]warning:[/] {escape(unconfined)}", soft_wrap=True)
-    _print_nki(out, report)
-    if report["ok"]:
-        out.print("[green]ok[/]: the target works end to end")
-    else:
-        err.print(f"[red]error:[/] {report.get('error', 'the check failed')}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from accelopt_core import devicefacts
 from accelopt_core.onsite.protocol import EvalResult
 
-__all__ = ["device_lines", "ranking_needs_timing", "result_warnings"]
+__all__ = ["checked_lines", "device_lines", "ranking_needs_timing", "result_warnings"]
 
 
 def ranking_needs_timing(metrics: dict) -> str:
@@ -31,6 +31,17 @@ def device_lines(metrics: dict) -> list[str]:
         lines.append(summary)
         lines += [f"  {line}" for line in devicefacts.derived_detail_lines(metrics)]
     return lines
+
+
+def checked_lines(metrics: dict) -> list[str]:
+    """What every candidate of a search is checked on (the baseline's ``metrics``): ``inputs:
+    timed on 1 shape, checked on 9 derived inputs (...) (every candidate)`` and each derived
+    input skipped, with why (issue 29); ``[]`` without derived inputs."""
+    summary = devicefacts.derived_summary(metrics)
+    if not summary:
+        return []
+    skipped = devicefacts.derived_rows(metrics)[1]
+    return [f"inputs: {summary} (every candidate)"] + [f"  skipped: {n}: {w}" for n, w in skipped]
 
 
 def result_warnings(result: EvalResult) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
-from accelopt_cli.render import print_target_report
+from accelopt_cli.render_target import print_target_report
 from accelopt_core.onsite.protocol import EvalRequest
 from accelopt_core.settings import Settings
 

@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from accelopt_cli import render
+from accelopt_cli import render, render_target
 from accelopt_core import search as s
 from accelopt_core.onsite.protocol import EvalResult
 
@@ -63,7 +63,7 @@ def test_profile_report_lines() -> None:
 def test_target_report_failure_goes_to_stderr() -> None:
     (out, out_buf), (err, err_buf) = _console(), _console()
     report = {"target": "ssh://box", "ok": False, "error": "TargetError: refused"}
-    render.print_target_report(out, err, report)
+    render_target.print_target_report(out, err, report)
     assert out_buf.getvalue().strip() == "target ssh://box"
     assert err_buf.getvalue().strip() == "error: TargetError: refused"
 
