@@ -321,6 +321,8 @@ def exported_solution(path: str | Path) -> tuple[Path, str] | None:
     nothing."""
     path = Path(path).resolve()
     for folder in list(path.parents)[:4]:
+        if not folder.name:  # the file system's root: no JSON beside it
+            break
         candidate = folder.with_name(folder.name + ".json")
         if not candidate.is_file():
             continue

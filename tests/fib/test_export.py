@@ -57,3 +57,10 @@ def test_the_server_attaches_the_generated_harness(dataset: Path) -> None:
     bound = attach_workload(parsed, load_workload(main), None)
     assert bound.harness is not None and bound.harness.complete
     assert bound.context.files[bound.context.kernel_path] == edited
+
+
+def test_a_kernel_file_near_the_root_is_no_exported_solution(tmp_path: Path) -> None:
+    """A file two folders below ``/`` (``/tmp/work/softmax.py``) walks up to the root, which has
+    no name to put a ``.json`` beside: not an exported solution, not a crash."""
+    assert exported_solution("/tmp/kernel.py") is None
+    assert exported_solution("/kernel.py") is None
