@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # five compile stages, each in a fresh process
+
 ROOT = Path(__file__).resolve().parents[3]
 SOFTMAX = (ROOT / "examples" / "triton" / "softmax.py").read_text()
 
