@@ -78,7 +78,10 @@ class Prewarm:
         os.write(queue_w, bytes(range(self.calls - 1, 0, -1)))  # last first: the stage starts at 0
         os.close(queue_w)
         for _ in range(children):
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:  # no more processes (RLIMIT_NPROC): the stage compiles the rest
+                break
             if pid == 0:
                 _child(queue_r, self._claims, self.run_one)
             self.pids.append(pid)
