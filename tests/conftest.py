@@ -1,5 +1,9 @@
 """Shared pytest configuration.
 
+The session runs in its own environment (tests/hermetic.py: its own HOME and XDG folders, no
+ambient ``ACCELOPT_*``/``OPENAI_*``/``TRITON_*`` variables, no Neuron SDK from ``PYTHONPATH``,
+Triton's compile cache in pytest's cache folder), set before collection and restored at the end.
+
 Every test gets its own optimization-memory directory (ACCELOPT_MEMORY_DIR), so no test reads or
 writes the user's real memory and tests cannot see each other's experiences, and a user config
 path (ACCELOPT_CONFIG) of its own where no file exists, so the user's real
@@ -8,10 +12,11 @@ path (ACCELOPT_CONFIG) of its own where no file exists, so the user's real
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from tests import hermetic
 
 # The scripted OpenAI-compatible server (a test double for the paid LLM service) as a fixture.
 from tests.llm_double import llm_double  # noqa: F401
@@ -19,7 +24,17 @@ from tests.llm_double import llm_double  # noqa: F401
 # pytest-lsp fixtures for the language-server tests (a real server over stdio).
 pytest_plugins = ["tests.lsp_fixtures"]
 
-os.environ.setdefault("ACCELOPT_SHAPE", "small")
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:  # pytest's cache folder (.pytest_cache/d/triton), unless it is off or read-only
+        triton_cache = config.cache.mkdir("triton")
+    except (AttributeError, OSError):
+        triton_cache = None
+    hermetic.enter(triton_cache)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    hermetic.leave()
 
 
 @pytest.fixture(autouse=True)

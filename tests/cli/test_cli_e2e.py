@@ -199,7 +199,8 @@ def test_optimize_with_unusable_memory_dir_warns_and_still_optimizes(
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the memory directory should be\n")
     env = dict(cli_env, ACCELOPT_MEMORY_DIR=str(blocker / "memory"))
-    proc = run_cli("optimize", str(SOFTMAX), "--json", "-T", "1", "-B", "1", "-N", "2", env=env)
+    # one plan is enough: what is checked is the warning and a search that still runs
+    proc = run_cli("optimize", str(SOFTMAX), "--json", "-T", "1", "-B", "1", "-N", "1", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "optimization memory" in proc.stderr and "Traceback" not in proc.stderr
     report = json.loads(proc.stdout)

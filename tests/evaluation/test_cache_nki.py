@@ -18,6 +18,7 @@ from accelopt_core.settings import Settings
 from accelopt_core.targets.base import nki_tag
 from accelopt_core.targets.local import LocalTarget
 from accelopt_core.targets.ray import nki_stack
+from tests import hermetic
 from tests.nki.conftest import EXAMPLES, device_env, double_env
 
 TENSOR_ADD = (EXAMPLES / "tensor_add.py").read_text()
@@ -66,17 +67,28 @@ def test_fingerprints_differing_only_in_nki_mode_or_sdk_give_different_keys() ->
     assert len(keys) == len(stacks)
 
 
-def test_local_fingerprint_follows_what_the_workers_find(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.skipif(
+    hermetic.sdk_installed(), reason="a Neuron SDK is installed in site-packages (cannot be hidden)"
+)
+def test_local_fingerprint_without_an_sdk_names_no_nki(monkeypatch: pytest.MonkeyPatch) -> None:
+    # tests/hermetic.py takes an SDK on PYTHONPATH (the double, or a real one) off the session's
+    # paths, so the workers find none here
     use_env(monkeypatch, {})
     plain = LocalTarget(settings())
     assert "nki" not in plain.fingerprint and plain.nki_stack == {}
+
+
+def test_local_fingerprint_follows_what_the_workers_find(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_env(monkeypatch, {})
+    plain = LocalTarget(settings())
+    base = plain.fingerprint.removesuffix(nki_tag(plain.nki_stack))  # "" where no SDK is found
     use_env(monkeypatch, double_env())
     simulated = LocalTarget(settings())
     assert simulated.nki_stack["nki_mode"] == "simulated"
-    assert simulated.fingerprint == plain.fingerprint + ":nki-0.3.0+double:nki-simulated"
+    assert simulated.fingerprint == base + ":nki-0.3.0+double:nki-simulated"
     use_env(monkeypatch, device_env(Path("/nonexistent")))
     device = LocalTarget(settings())
-    assert device.fingerprint == plain.fingerprint + ":nki-0.3.0+double:nki-device:trn1"
+    assert device.fingerprint == base + ":nki-0.3.0+double:nki-device:trn1"
 
 
 async def test_a_cached_simulated_result_is_not_returned_on_trainium(

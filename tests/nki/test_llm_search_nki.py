@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.llm_double import TEST_API_KEY, TEST_API_KEY_ENV, LLMDouble, RecordedRequest, text
 from tests.nki.conftest import EXAMPLES, double_env
 
@@ -51,6 +53,7 @@ WRONG = (
 )
 
 
+@pytest.mark.slow  # a real search (accelopt optimize)
 def test_llm_search_ranks_the_faster_nki_rewrite_and_rejects_the_wrong_one(tmp_path: Path):
     assert WRONG != (EXAMPLES / "reduction.py").read_text()
 

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.nki.conftest import EXAMPLES, double_env
 
 
+@pytest.mark.slow  # a real search (accelopt optimize)
 def test_offline_optimize_tunes_an_nki_tile(tmp_path: Path) -> None:
     env = double_env(ACCELOPT_MEMORY_DIR=str(tmp_path))
     argv = [sys.executable, "-m", "accelopt_cli.main", "optimize", str(EXAMPLES / "reduction.py"),

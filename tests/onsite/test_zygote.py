@@ -133,6 +133,7 @@ def test_kill_9_of_the_owner_takes_the_worker_and_its_candidate_down(tmp_path, m
     assert not alive(worker) and not alive(child)
 
 
+@pytest.mark.slow  # two softmax evaluations per parameter in a warm worker
 @pytest.mark.parametrize("preset", [None, "0"])
 def test_triton_standard_library_runs_in_the_childs_interpreter_mode(preset):
     """``tl.max`` / ``tl.sum`` are decorated when triton.language is imported: the parent

@@ -38,6 +38,7 @@ async def test_lens_names_the_missing_reference(lsp: LspSession) -> None:
     assert titles == ["AccelOpt: no benchmark harness (see the code action) · memory"]
 
 
+@pytest.mark.slow  # a real search (offline proposer, two plans)
 async def test_best_improvement_is_preferred_and_each_can_be_previewed(lsp: LspSession) -> None:
     await lsp.configure({"search": {"beamWidth": 1, "plansPerCandidate": 2, "iterations": 1}})
     path, _ = lsp.copy_example("elementwise.py", ELEMENTWISE)

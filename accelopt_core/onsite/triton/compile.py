@@ -23,10 +23,11 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 from ..protocol import result_dict
 from ..runtime.failures import _candidate_frame, _compilation_error, translate_compile_line
-from . import capture, facts
+from . import capture, facts, prewarm
 from .devices import Device
 
 #: Most ``BENCH["shapes"]`` entries compiled besides the default inputs.
@@ -150,21 +151,49 @@ def _load(setup: dict):
     return harness, entry
 
 
-def _run_entry(setup: dict, dev: Device, recorder, ctx: dict) -> tuple[dict | None, list]:
-    """Load and call the entry on each input set; ``(failure or None, warnings)``."""
-    import torch
+def _one_call(entry, harness, seed: int, calls: list, device: str) -> Callable[[int], None]:
+    """``run(i)``: call ``entry`` on input set ``calls[i]``, made on ``device`` (for
+    :class:`.prewarm.Prewarm`)."""
 
-    warnings: list[str] = []
+    def run(i: int) -> None:
+        import torch
+
+        with torch.no_grad() if not harness.bench.get("backward") else _null():
+            _call_entry(entry, harness, seed, calls[i][1], torch, device)
+
+    return run
+
+
+def _run_entry(
+    setup: dict, dev: Device, recorder, ctx: dict, fresh: set[str]
+) -> tuple[dict | None, list]:
+    """Load the harness and the candidate, then call the entry on each input set
+    (:func:`_each_call`) while :class:`.prewarm.Prewarm`'s processes compile the later sets'
+    kernels (their fresh compiles are added to ``fresh``); ``(failure or None, warnings)``."""
+    seed = int(setup.get("seed") or 1)
     try:
         harness, entry = _load(setup)
     except Exception as exc:  # noqa: BLE001 - the interpreter's evaluation reports it
         return None, [f"compile stage: loading failed ({type(exc).__name__}: {exc})"[:400]]
-    seed = int(setup.get("seed") or 1)
     device = input_device(setup)
-    for label, shape in _calls(harness, seed):
+    calls = _calls(harness, seed)
+    run = _one_call(entry, harness, seed, calls, device)
+    # on a CUDA target the inputs are made on the GPU: forked children would each need a CUDA
+    # context of their own, so the stage's own pass compiles alone there
+    with prewarm.Prewarm(len(calls) if device == "cpu" else 1, run) as pool:
+        done = _each_call(run, [label for label, _ in calls], (dev, recorder, ctx))
+    fresh |= pool.fresh
+    return done
+
+
+def _each_call(run, labels: list[str], where: tuple) -> tuple[dict | None, list]:
+    """``run(i)`` (:func:`_one_call`) for each input set, in order; ``(failure or None,
+    warnings)``. ``where``: ``(device, recorder, ctx)`` to classify a failure with."""
+    dev, recorder, ctx = where
+    warnings: list[str] = []
+    for i, label in enumerate(labels):
         try:
-            with torch.no_grad() if not harness.bench.get("backward") else _null():
-                _call_entry(entry, harness, seed, shape, torch, device)
+            run(i)
         except Exception as exc:  # noqa: BLE001 - classified below
             failure = classify(exc, dev, recorder.current, ctx)
             if failure is not None:
@@ -214,7 +243,7 @@ def run_stage(setup: dict) -> dict:
     recorder = capture.install(dev)
     fresh = _listen_compiles()
     ctx = {"cand_file": setup["cand_file"], "cand_tree": _tree(setup["candidate_source"])}
-    failure, warnings = _run_entry(setup, dev, recorder, ctx)
+    failure, warnings = _run_entry(setup, dev, recorder, ctx, fresh)
     if failure is not None:
         return {"failure": failure}
     try:
