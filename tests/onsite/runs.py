@@ -201,3 +201,26 @@ def run_batch(mode: str = "cold") -> dict[str, EvalResult]:
 
     with ThreadPoolExecutor(2) as pool:
         return dict(pool.map(one, BATCH))
+
+
+def run_entry(candidate: str, harness: str, entry: str, **fields) -> EvalResult:
+    """One evaluation of ``candidate`` (launcher ``entry``) against ``harness`` through the
+    shipped cold worker: 2 seeds and no timing unless ``fields`` say otherwise."""
+    fields.setdefault("timing", "none")
+    fields.setdefault("seeds", [1, 2])
+    fields.setdefault("timeout_s", 120.0)
+    req = EvalRequest(
+        candidate_source=candidate,
+        harness_source=harness,
+        entry=entry,
+        rep_ms=5.0,
+        source_name="k.py",
+        **fields,
+    )
+    proc = subprocess.run(
+        worker_argv(sys.executable),
+        input=encode_stdin(req),
+        capture_output=True,
+        timeout=2 * req.timeout_s + 60,
+    )
+    return decode_result(proc.stdout, proc.stderr, proc.returncode)

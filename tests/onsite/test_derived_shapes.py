@@ -7,14 +7,12 @@ evaluation (the baseline's ``used`` list in the request) is checked on exactly t
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from accelopt_core.onsite.protocol import EvalRequest, EvalResult
-from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
+from accelopt_core.onsite.protocol import EvalResult
+from tests.onsite.runs import run_entry
 from tests.shapes.specialized import (
     HARNESS,
     MATMUL_FILE,
@@ -25,21 +23,7 @@ from tests.shapes.specialized import (
 
 
 def _run(candidate: str, harness: str, entry: str, **fields) -> EvalResult:
-    fields.setdefault("timing", "none")
-    req = EvalRequest(
-        candidate_source=candidate,
-        harness_source=harness,
-        entry=entry,
-        seeds=[1, 2],
-        rep_ms=5.0,
-        timeout_s=120.0,
-        source_name="k.py",
-        **fields,
-    )
-    proc = subprocess.run(
-        worker_argv(sys.executable), input=encode_stdin(req), capture_output=True, timeout=240
-    )
-    return decode_result(proc.stdout, proc.stderr, proc.returncode)
+    return run_entry(candidate, harness, entry, **fields)
 
 
 # A harness whose launcher takes the column count as an int input (a scalar size argument),

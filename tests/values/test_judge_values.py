@@ -10,16 +10,14 @@ rewrites stay correct.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from accelopt_core.onsite.protocol import EvalRequest, EvalResult
-from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
+from accelopt_core.onsite.protocol import EvalResult
 from tests.nki.conftest import double_env, run_nki
+from tests.onsite.runs import run_entry
 from tests.values.kernels import (
     LAYERNORM_FILE,
     LEGITIMATE,
@@ -34,21 +32,7 @@ SEEDS = [1, 2, 3]
 
 
 def _run(candidate: str, harness: str, entry: str, **fields) -> EvalResult:
-    fields.setdefault("timing", "none")
-    req = EvalRequest(
-        candidate_source=candidate,
-        harness_source=harness,
-        entry=entry,
-        seeds=SEEDS,
-        rep_ms=5.0,
-        timeout_s=200.0,
-        source_name="k.py",
-        **fields,
-    )
-    proc = subprocess.run(
-        worker_argv(sys.executable), input=encode_stdin(req), capture_output=True, timeout=400
-    )
-    return decode_result(proc.stdout, proc.stderr, proc.returncode)
+    return run_entry(candidate, harness, entry, seeds=SEEDS, timeout_s=200.0, **fields)
 
 
 #: A softmax harness whose reference refuses logits of magnitude 100 and more, and one whose

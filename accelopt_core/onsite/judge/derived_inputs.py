@@ -22,6 +22,7 @@ layout. Standard library at module level.
 from __future__ import annotations
 
 from . import derived, derived_values
+from .compare import is_array, is_tensor
 
 #: Most parts in one slot (a shape, a value part, a layout), and most slots, accepted from a
 #: request.
@@ -54,7 +55,7 @@ def plan(inputs: tuple, names: list[str] | None, *, values=None, shapes: bool = 
     only); ``torch`` is needed for layouts. Never raises for odd inputs."""
     inputs = tuple(inputs)
     names = derived.input_names(inputs, names)
-    if not any(derived_values.is_tensor(x) or derived_values.is_array(x) for x in inputs):
+    if not any(is_tensor(x) or is_array(x) for x in inputs):
         kinds = ", ".join(sorted({type(v).__name__ for v in inputs})) or "none"
         why = f"the inputs ({kinds}) hold no tensor: no shape, value or layout to derive"
         return {"derived": [], "skipped": [{"name": "all inputs", "why": why}]}

@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import math
 
+from .compare import dtype_name, is_array, is_tensor
+
 #: Per dtype: max|x| after ``large`` and after ``tiny``, the ``offset`` in spreads (standard
 #: deviations) and the outliers' magnitude in max|x|. fp16's largest finite value is 65504,
 #: so its large values stay at 200 (squares fit) and its tiny ones above its normal range
@@ -63,21 +65,6 @@ LAYOUTS = ("row_padded", "column_major")
 ROW_PAD = 8
 #: Outliers planted per row.
 OUTLIERS_PER_ROW = 2
-
-
-def is_tensor(obj) -> bool:
-    """A torch tensor (duck-typed as :func:`.judge.compare.is_tensor`)."""
-    return hasattr(obj, "data_ptr") and hasattr(obj, "dtype") and hasattr(obj, "shape")
-
-
-def is_array(obj) -> bool:
-    """A NumPy ndarray."""
-    return type(obj).__name__ == "ndarray"
-
-
-def dtype_name(x) -> str:
-    """``float32`` for a torch or NumPy float32."""
-    return str(x.dtype).replace("torch.", "")
 
 
 def _sig(value: float) -> float:
