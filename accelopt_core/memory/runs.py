@@ -193,13 +193,26 @@ class RunStore:
         }
 
     def _folders(self) -> list[Path]:
-        """Run folders, oldest first (by name: the start time leads)."""
+        """Run folders, oldest first: by name (the start time leads, to the second), then by
+        ``run.json``'s ``started_at`` (two runs started in the same second)."""
         try:
-            return sorted(p for p in self.directory.iterdir() if p.is_dir())
+            found = [p for p in self.directory.iterdir() if p.is_dir()]
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise MemoryUnavailable(f"runs at {self.directory}: {exc}") from None
+        return sorted(found, key=lambda p: (p.name[:_STAMP], _started_at(p), p.name))
+
+
+#: Characters of a run id that are its start time (``20261126-152715``).
+_STAMP = 15
+
+
+def _started_at(folder: Path) -> float:
+    """``started_at`` of the run in ``folder`` (0 when its ``run.json`` cannot say)."""
+    summary = _read_json(folder / RUN_FILE)
+    value = summary.get("started_at") if isinstance(summary, dict) else None
+    return float(value) if isinstance(value, (int, float)) else 0.0
 
 
 def _read_json(path: Path) -> Any:
