@@ -48,7 +48,7 @@ def print_diagnostics(err: Console, kf: KernelFile, path: str) -> None:
     """Print every diagnostic of a kernel file, located (``path:line:col: severity: ...``)."""
     for diag in kf.diagnostics:
         color = _SEVERITY_COLORS.get(diag.severity, "blue")
-        err.print(f"[{color}]{diag.format(path)}[/]", highlight=False)
+        err.print(f"[{color}]{diag.format(path)}[/]", highlight=False, soft_wrap=True)
 
 
 # --- optimize ---------------------------------------------------------------------------------

@@ -19,6 +19,9 @@ session independent of the user's ambient setup, and :func:`leave` restores it:
   path of their own subprocesses (tests/nki/conftest.py). An SDK installed in site-packages cannot
   be hidden; :func:`sdk_installed` says so, for the few tests that need a machine without one.
 - Loopback never goes through a proxy (``NO_PROXY``): the LLM double, sshd and Ray listen there.
+- The CLI's terminal is :data:`TERMINAL_COLUMNS` wide (``COLUMNS``, which rich reads), whatever the
+  terminal or the temporary folders' depth (pytest-xdist's ``popen-gw0`` makes them longer): a
+  table cell or a message never wraps in the middle of the path a test looks for.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ import sys
 import tempfile
 from importlib.machinery import PathFinder
 from pathlib import Path
+
+#: Width of the terminal the CLI under test writes to (``COLUMNS``).
+TERMINAL_COLUMNS = 240
 
 #: ``ACCELOPT_*`` variables that configure the test run itself (not the product): kept.
 TEST_KNOBS = ("ACCELOPT_TEST_", "ACCELOPT_VSCODE_E2E", "ACCELOPT_VSIX", "ACCELOPT_CODE_SERVER",
@@ -92,6 +98,7 @@ def enter(triton_cache: Path | None) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     os.environ["TRITON_CACHE_DIR"] = str(cache)
     os.environ["ACCELOPT_SHAPE"] = "small"
+    os.environ["COLUMNS"] = str(TERMINAL_COLUMNS)
     loopback = "127.0.0.1,localhost,::1"
     for name in ("NO_PROXY", "no_proxy"):
         os.environ[name] = ",".join(filter(None, [os.environ.get(name), loopback]))

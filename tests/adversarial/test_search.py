@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from accelopt_core.memory import Experience, OptimizationMemory
+from accelopt_core.onsite.gate.precheck import precheck
 from accelopt_core.settings import Settings
 from tests.adversarial.hacks import (
     ESCAPE_GATE,
@@ -142,5 +143,16 @@ def test_escapes_the_gate_catches_are_remembered_with_their_rule(search: Search)
     rules = {e.hack for e in search.experiences if e.title.startswith(HACK_PREFIX)}
     gated = {rule for rule in ESCAPE_GATE.values() if rule is not None}
     assert gated <= rules, f"not remembered: {sorted(gated - rules)}"
-    remembered = {hack_name(e.fast_source) for e in search.experiences}
-    assert {"escape_env_key", "escape_logging_home"} <= remembered  # their rules are new
+    # one experience per rule and parent: of the candidates the gate rejects by a rule (older
+    # hacks that read the environment too), the one remembered is whichever was caught last
+    caught = {e.hack: hack_name(e.fast_source) for e in search.experiences if e.hack}
+    for name in ("escape_env_key", "escape_logging_home"):  # their rules are new
+        rule = ESCAPE_GATE[name]
+        sharing = {n for n, src in HACKS.items() if _gate_rule(src) == rule}
+        assert name in sharing and caught.get(rule) in sharing, (rule, caught.get(rule))
+
+
+def _gate_rule(source: str) -> str | None:
+    """The static gate's rule for a hack of the softmax example, None when it passes."""
+    verdict = precheck(source, "softmax", SOFTMAX.read_text(), "softmax.py")
+    return (verdict or {}).get("rule")

@@ -267,9 +267,15 @@ def test_cuda_branch_flushes_then_times_one_call_with_events(interp):  # noqa: F
     counter, buffers, pool = _setup(torch)
     log: list = []
 
-    class Flush:
+    class Flush:  # the 256 MiB int8 buffer, as far as the flusher uses it
         def zero_(self):
             log.append("flush")
+
+        def numel(self):
+            return timing.L2_FLUSH_BYTES
+
+        def element_size(self):
+            return 1
 
     def empty(size, dtype, device):
         assert (size, dtype, device) == (timing.L2_FLUSH_BYTES, torch.int8, "cuda")

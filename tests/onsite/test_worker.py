@@ -34,6 +34,7 @@ def test_correct_candidate_is_timed_in_the_interpreter_and_leaves_no_files(tmp_p
         d.mkdir()
     env = dict(os.environ, HOME=str(home), TMPDIR=str(tmp))
     env.pop("TRITON_CACHE_DIR", None)
+    env.pop("XDG_CACHE_HOME", None)  # the sandbox's caches follow it; here: under HOME
     result, proc = run_worker(
         BASE, env=env, cwd=str(cwd), source_name="add.py", seeds=[1, 2, 3], mode=mode
     )
