@@ -65,10 +65,16 @@ class RunLog:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.id = folder.name
+        self._identity: dict[str, Any] = {}
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        """Replace ``run.json``. Raises MemoryUnavailable on a disk failure."""
-        self._guard(lambda: _write_json(self.folder / RUN_FILE, summary))
+        """Replace ``run.json``; the ``id`` and ``started_at`` of the first summary written
+        are kept in later ones (the store orders runs by them). Raises MemoryUnavailable on
+        a disk failure."""
+        if not self._identity:
+            self._identity = {k: summary[k] for k in ("id", "started_at") if k in summary}
+        data = {**summary, **self._identity}
+        self._guard(lambda: _write_json(self.folder / RUN_FILE, data))
 
     def write_report(self, report: dict[str, Any]) -> None:
         """Replace ``report.json``. Raises MemoryUnavailable on a disk failure."""
