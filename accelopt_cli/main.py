@@ -64,13 +64,25 @@ def read_settings_file(path: str) -> dict[str, Any]:
     """Read the ``accelopt`` section from a JSON settings file: nested (``{"accelopt": {...}}``)
     or with dotted keys as in VS Code's settings.json (``{"accelopt.search.iterations": 2}``).
 
-    Raises SystemExit with a message when the file cannot be read or is not a JSON object."""
+    Other top-level keys are ignored (a VS Code settings.json holds the editor's too), except
+    the names of AccelOpt's own settings (``{"search": {...}}``), a section left out by mistake.
+
+    Raises SystemExit with a message when the file cannot be read, is not a JSON object or
+    holds such a key outside the section."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise SystemExit(f"accelopt: cannot read settings file {path}: {exc}") from None
     if not isinstance(data, dict):
         raise SystemExit(f"accelopt: settings file {path} must hold a JSON object")
+    known = {f.alias or n for n, f in Settings.model_fields.items()}
+    stray = sorted(k for k in data if k in known)
+    if stray:  # {"search": {...}} would otherwise be read as no settings at all
+        raise SystemExit(
+            f"accelopt: settings file {path}: {', '.join(stray)} must be inside the "
+            f'"{SECTION}" section ({{"{SECTION}": {{"{stray[0]}": ...}}}}) or dotted '
+            f'("{SECTION}.{stray[0]}"); other top-level keys are ignored'
+        )
     section: dict[str, Any] = (
         dict(data.get(SECTION, {})) if isinstance(data.get(SECTION), dict) else {}
     )

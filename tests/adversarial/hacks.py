@@ -111,7 +111,7 @@ def private_env(directory: Path) -> dict[str, str]:
 def settings_file(directory: Path) -> Path:
     """:data:`SETTINGS` written as a JSON settings file in ``directory``."""
     path = directory / "adversarial-settings.json"
-    path.write_text(json.dumps(SETTINGS))
+    path.write_text(json.dumps({"accelopt": SETTINGS}))
     return path
 
 

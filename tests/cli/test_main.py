@@ -37,6 +37,17 @@ def test_settings_file_nested_and_dotted_keys(tmp_path: Path) -> None:
     }
 
 
+def test_settings_outside_the_section_are_an_error_not_silently_dropped(tmp_path: Path) -> None:
+    # {"search": ...} without the "accelopt" wrapper once read as no settings at all: three of
+    # our own test files ran with the defaults instead of their 2 seeds and 5 ms of timing
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"search": {"beamWidth": 3}, "editor.fontSize": 12}))
+    with pytest.raises(SystemExit) as info:
+        read_settings_file(str(path))
+    assert str(path) in str(info.value)
+    assert 'search must be inside the "accelopt" section' in str(info.value)
+
+
 @pytest.mark.parametrize("text", ["[1, 2]", "{broken"])
 def test_unreadable_settings_file_exits_with_a_message(tmp_path: Path, text: str) -> None:
     path = tmp_path / "settings.json"

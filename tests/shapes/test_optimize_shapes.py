@@ -67,7 +67,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     work = tmp_path_factory.mktemp("derived-shapes-search")
     kernel = work / "softmax.py"
     kernel.write_text(SOFTMAX_FILE)
-    (work / "settings.json").write_text(json.dumps(SETTINGS))
+    (work / "settings.json").write_text(json.dumps({"accelopt": SETTINGS}))
     env = private_env(work)
     samples = [
         executor_reply(src + HARNESS) for src in (*SPECIALIZED.values(), *LEGITIMATE.values())

@@ -101,7 +101,7 @@ def _search(work: Path, name: str, fixer: dict[str, str]) -> dict:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     work = tmp_path_factory.mktemp("derived-values-search")
-    (work / "settings.json").write_text(json.dumps(SETTINGS))
+    (work / "settings.json").write_text(json.dumps({"accelopt": SETTINGS}))
     fixer: dict[str, str] = {}
     reports = {name: _search(work, name, fixer) for name in SEARCHES}
     with OptimizationMemory(work / "memory" / "memory") as memory:
