@@ -118,6 +118,10 @@ class ServerContext:
         """``window/showMessage`` with secrets removed."""
         self._ls.window_show_message(types.ShowMessageParams(type=kind, message=self.redact(text)))
 
+    def notify(self, method: str, params: Any) -> None:
+        """A custom notification (``accelopt/searchView``) to the client."""
+        self._ls.protocol.notify(method, params)
+
     def publish_diagnostics(
         self, uri: str, diagnostics: list[types.Diagnostic], version: int | None
     ) -> None:

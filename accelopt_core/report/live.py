@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelopt_core.report.model import build_view
+from accelopt_core.report.model import (
+    add_failures,
+    assemble,
+    baseline_node,
+    build_view,
+    node_of_candidate,
+)
+from accelopt_core.search.report import explored_record
 
 __all__ = ["LiveView"]
 
@@ -43,10 +50,12 @@ class LiveView:
         self._candidates: dict[str, Any] = {}
         self._failures: list[Any] = []
         self._diffs: dict[str, str] = {}
+        self._nodes: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
         self._iteration = 0
         self._evaluated = 0
         self._sent: dict[str, dict[str, Any]] = {}
         self._report: Any = None
+        self._state = "running"
         self.changed = False
 
     # -- events ----------------------------------------------------------------------------------
@@ -87,6 +96,12 @@ class LiveView:
         self.changed = True
         return True
 
+    def end(self, state: str) -> None:
+        """The search ended without a report (its job failed or was cancelled before it
+        began): later views say ``state`` instead of ``running``."""
+        self._state = state
+        self.changed = True
+
     def finish(self, report: dict[str, Any]) -> dict[str, Any]:
         """The finished search's view from its report (:meth:`SearchReport.to_dict`), kept in
         :attr:`final`; later views and deltas are this one."""
@@ -96,32 +111,44 @@ class LiveView:
 
     # -- views -----------------------------------------------------------------------------------
 
-    def report_so_far(self) -> dict[str, Any]:
-        """The report the events so far make, in :meth:`SearchReport.to_dict`'s shape (no
-        ranking yet: candidates are ``explored``)."""
-        from accelopt_core.search.report import explored_record
+    def _node(self, cand: Any, original: str, name: str) -> dict[str, Any]:
+        """The node of ``cand``, made again only when its state changed (a new result, a
+        re-timing, its confirmation): the search replaces ``cand.result`` when it re-times."""
+        key = (
+            id(cand.result),
+            cand.result.status,
+            cand.result.latency_ms,
+            cand.speedup,
+            cand.retimed,
+            cand.confirmed,
+            cand.ignored_by_timing,
+        )
+        cached = self._nodes.get(cand.id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        if cand.parent_id is None:
+            node = baseline_node(cand.to_dict(), live=True)
+        else:
+            record = explored_record(cand, original, name, self._diffs.get(cand.id))
+            self._diffs[cand.id] = record["diff"]
+            node = node_of_candidate(record, live=True)
+        self._nodes[cand.id] = (key, node)
+        return node
 
+    def report_so_far(self) -> dict[str, Any]:
+        """The report's own fields as the events so far make them, in
+        :meth:`SearchReport.to_dict`'s shape, without the candidates (kept as nodes)."""
         base = self._baseline
-        original = base.source if base is not None else ""
-        name = self.path.replace("\\", "/").rsplit("/", 1)[-1]
-        explored = []
-        for cand in list(self._candidates.values()):
-            diff = self._diffs.get(cand.id)
-            record = explored_record(cand, original, name, diff)
-            self._diffs.setdefault(cand.id, record["diff"])
-            explored.append(record)
         return {
             "path": self.path,
             "kernel": self.kernel,
             "target": self.target,
             "timing": base.result.timing if base is not None else "",
-            "stopped_reason": "running",
+            "stopped_reason": self._state,
             "iterations_run": self._iteration,
             "evaluated": self._evaluated,
-            "baseline": base.to_dict() if base is not None else None,
-            "candidates": [],
-            "explored": explored,
-            "failed_candidates": [f.to_dict() for f in list(self._failures)],
+            "baseline": {"result": base.result.to_dict()} if base is not None else None,
+            "failed_candidates": [f.to_dict() for f in self._failures],
         }
 
     def view(self) -> dict[str, Any]:
@@ -132,8 +159,17 @@ class LiveView:
         if self.final is not None:
             view = self.final
         else:
-            view = build_view(
-                self.report_so_far(), state="running", iterations=self.iterations, live=True
+            base = self._baseline
+            original = base.source if base is not None else ""
+            name = self.path.replace("\\", "/").rsplit("/", 1)[-1]
+            cands = ([base] if base is not None else []) + list(self._candidates.values())
+            nodes = {c.id: self._node(c, original, name) for c in cands}
+            report = self.report_so_far()
+            view = assemble(
+                report,
+                add_failures(nodes, report["failed_candidates"]),
+                state=self._state,
+                iterations=self.iterations,
             )
         self._sent = {n["id"]: n for n in view["nodes"]}
         self.changed = False
@@ -145,7 +181,7 @@ class LiveView:
         ``experiences`` whole."""
         sent = self._sent
         view = self.view()
-        nodes = [n for n in view["nodes"] if sent.get(n["id"]) != n]
+        nodes = [n for n in view["nodes"] if sent.get(n["id"]) is not n and sent.get(n["id"]) != n]
         return {
             "state": view["state"],
             "meta": view["meta"],

@@ -35,7 +35,16 @@ from typing import Any
 from accelopt_core import devicefacts
 from accelopt_core.devicefacts import number
 
-__all__ = ["SCHEMA", "VERDICTS", "build_view", "derived_block", "node_of_candidate"]
+__all__ = [
+    "SCHEMA",
+    "VERDICTS",
+    "add_failures",
+    "assemble",
+    "baseline_node",
+    "build_view",
+    "derived_block",
+    "node_of_candidate",
+]
 
 #: The version of the view's JSON form.
 SCHEMA = 1
@@ -239,12 +248,29 @@ def _merge_failure(node: dict[str, Any], failure: Mapping[str, Any]) -> None:
         node["note"] = ""
 
 
+def add_failures(
+    nodes: dict[str, dict[str, Any]], failures: list[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The nodes with the failure records applied: a candidate's record completes a copy of
+    its node (``nodes`` itself is left as it is: a live view keeps its nodes), a sample
+    without a candidate becomes a leaf of its own. In ``nodes``' order, new leaves last."""
+    out = dict(nodes)
+    for i, failure in enumerate(failures):
+        cid = failure.get("candidate_id")
+        if isinstance(cid, str) and cid in out:
+            node = out[cid] = dict(out[cid])
+            _merge_failure(node, failure)
+        else:
+            node = _node_of_failure(failure, i)
+            out[node["id"]] = node
+    return list(out.values())
+
+
 def _nodes(report: Mapping[str, Any], live: bool) -> list[dict[str, Any]]:
     nodes: dict[str, dict[str, Any]] = {}
     baseline = _mapping(report.get("baseline"))
     if baseline:
-        base = node_of_candidate({**baseline, "parent_id": None}, live=live)
-        base["speedup"] = 1.0 if base["status"] == "ok" else None
+        base = baseline_node(baseline, live=live)
         nodes[base["id"]] = base
     for record in _records(report.get("candidates")):
         node = node_of_candidate(record, ranked=True, live=live)
@@ -252,14 +278,14 @@ def _nodes(report: Mapping[str, Any], live: bool) -> list[dict[str, Any]]:
     for record in _records(report.get("explored")):
         node = node_of_candidate(record, live=live)
         nodes.setdefault(node["id"], node)
-    for i, failure in enumerate(_records(report.get("failed_candidates"))):
-        cid = failure.get("candidate_id")
-        if isinstance(cid, str) and cid in nodes:
-            _merge_failure(nodes[cid], failure)
-        else:
-            node = _node_of_failure(failure, i)
-            nodes[node["id"]] = node
-    return list(nodes.values())
+    return add_failures(nodes, _records(report.get("failed_candidates")))
+
+
+def baseline_node(record: Mapping[str, Any], *, live: bool = False) -> dict[str, Any]:
+    """The baseline's node (speedup 1 when it was timed)."""
+    base = node_of_candidate({**record, "parent_id": None}, live=live)
+    base["speedup"] = 1.0 if base["status"] == "ok" else None
+    return base
 
 
 def _best_per_iteration(nodes: list[dict[str, Any]], iterations: int) -> list[dict[str, Any]]:
@@ -388,7 +414,19 @@ def build_view(
 
     Never raises for missing or mistyped keys: what cannot be read is left out.
     """
-    nodes = _nodes(report, live)
+    return assemble(report, _nodes(report, live), state=state, iterations=iterations)
+
+
+def assemble(
+    report: Mapping[str, Any],
+    nodes: list[dict[str, Any]],
+    *,
+    state: str | None = None,
+    iterations: int | None = None,
+) -> dict[str, Any]:
+    """The view from the report's own fields and its ``nodes`` (made by :func:`_nodes`, or
+    kept by a live view): the meta, the best speedup per iteration, the roofline and the
+    experiences (see :func:`build_view`)."""
     stopped = str(report.get("stopped_reason") or "")
     if state is None:
         state = "cancelled" if stopped == "cancelled" else "finished"
