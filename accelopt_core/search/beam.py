@@ -58,7 +58,7 @@ from accelopt_core.search.iterations import Iterations
 from accelopt_core.search.learning import Learner
 from accelopt_core.search.proposing import Contexts, Proposals
 from accelopt_core.search.recording import RunRecorder
-from accelopt_core.search.report import SearchReport, Tally, explored_record, token_table
+from accelopt_core.search.report import SearchReport, Tally, explored_records, token_table
 from accelopt_core.search.retime import Retimer
 from accelopt_core.search.selection import select_beam
 from accelopt_core.search.tasks import cancel_all
@@ -307,13 +307,6 @@ class BeamSearch:
                 self.original.source, EvalResult.failure("timeout", reason), retimed=False
             )
         verified = rank_verified(self._trials.seen.values(), base, self.settings.noise_margin)
-        ranked = {c.id for c in verified}
-        name = self.original.path.rsplit("/", 1)[-1]
-        explored = [
-            explored_record(c, self.original.source, name)
-            for c in self._trials.seen.values()
-            if c.parent_id is not None and c.id not in ranked
-        ]
         tokens, cost_usd = token_table(self._budget.usage())
         return SearchReport(
             path=self.original.path,
@@ -336,7 +329,7 @@ class BeamSearch:
             wall_s=self._budget.elapsed_s(),
             memory_added=self._learner.added,
             experiences=list(self._learner.experiences),
-            explored=explored,
+            explored=explored_records(self._trials.seen.values(), verified, self.original),
             warnings=list(self._tally.warnings) + list(getattr(self.proposer, "notes", ())),
             closure=self.original.context.digest if self.original.context is not None else "",
         )

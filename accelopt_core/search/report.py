@@ -299,6 +299,19 @@ def explored_record(
     return data
 
 
+def explored_records(seen: Any, ranked: list[Candidate], original: Any) -> list[dict[str, Any]]:
+    """The report's ``explored`` list: an :func:`explored_record` of every candidate in
+    ``seen`` but the baseline and the ``ranked`` ones; ``original`` is the user's
+    :class:`~accelopt_core.kernelfile.KernelFile` (its source and path)."""
+    ids = {c.id for c in ranked}
+    name = original.path.rsplit("/", 1)[-1]
+    return [
+        explored_record(c, original.source, name)
+        for c in seen
+        if c.parent_id is not None and c.id not in ids
+    ]
+
+
 def experience_record(exp: Any) -> dict[str, Any]:
     """What the report keeps of one experience the search added to the memory (issue 32):
     ``id``, ``title``, ``positive``, ``speedup`` (slow latency / fast latency), ``hack`` (the
