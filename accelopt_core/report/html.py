@@ -145,11 +145,11 @@ def render_html(view: dict[str, Any]) -> str:
     Raises:
         ReportUnavailable: Plotly's JavaScript is missing.
     """
-    plotly = _asset(plotly_js_path())
-    template = _asset(_ASSETS / "page.html", inline=False)
-    style, script = _asset(_ASSETS / "view.css"), _asset(_ASSETS / "view.js")
-    fixed = sum(len(part.encode("utf-8")) for part in (plotly, template, style, script))
-    _, data = fit(view, MAX_BYTES - fixed - 4096)
+    files = (plotly_js_path(), _ASSETS / "page.html", _ASSETS / "view.css", _ASSETS / "view.js")
+    plotly, template = _asset(files[0]), _asset(files[1], inline=False)
+    style, script = _asset(files[2]), _asset(files[3])
+    fixed = sum(os.path.getsize(path) for path in files)  # UTF-8 bytes, before escaping
+    _, data = fit(view, MAX_BYTES - fixed - 64 * 1024)
     meta = view.get("meta") or {}
     title = f"AccelOpt search · {meta.get('kernel') or 'kernel'} in {meta.get('file') or '?'}"
     parts = {
