@@ -11,7 +11,9 @@ with ``time.perf_counter``. Prints p50/p99/max in ms. Target (issue 12): p99 <= 
 ``--load N`` starts N busy processes (a pure-Python spin loop each) for the measurement, to see
 the server on a loaded machine; they are stopped at the end. ``--watch-search`` asks for the
 search's view as the VS Code webview does (``accelopt.searchView``, issue 32) and keeps it open,
-so the server sends its ``accelopt/searchView`` notifications throughout the measurement.
+so the server sends its ``accelopt/searchView`` notifications throughout the measurement;
+``--min-evaluated N`` starts measuring only once N candidates were evaluated (the search's
+events, and so the notifications, come with evaluations).
 
 Runs on CPU: the search's candidates are evaluated by the Triton interpreter in worker
 processes, so this measures the server staying responsive while its target is busy.
@@ -53,7 +55,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-async def main(requests: int, memory_dir: str, watch: bool = False) -> int:
+async def main(requests: int, memory_dir: str, watch: bool = False, min_evaluated: int = 0) -> int:
     workspace = Path(tempfile.mkdtemp(prefix="accelopt-bench-"))
     path = workspace / "softmax.py"
     path.write_text((ROOT / "examples" / "triton" / "softmax.py").read_text())
@@ -110,7 +112,7 @@ async def main(requests: int, memory_dir: str, watch: bool = False) -> int:
         jobs = await client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="accelopt.listJobs", arguments=[])
         )
-        if jobs and jobs[-1]["iteration"] >= 1:
+        if jobs and jobs[-1]["iteration"] >= 1 and jobs[-1]["evaluated"] >= min_evaluated:
             break
         await asyncio.sleep(0.5)
     print(f"measuring during: {jobs[-1]['message']}")
@@ -164,6 +166,12 @@ if __name__ == "__main__":
     parser.add_argument(
         "--watch-search", action="store_true", help="keep the search view open (issue 32)"
     )
+    parser.add_argument(
+        "--min-evaluated",
+        type=int,
+        default=0,
+        help="start measuring once the search evaluated this many candidates",
+    )
     args = parser.parse_args()
     load = start_load(args.load)
     print(f"load: {args.load} busy process(es); os.getloadavg() = {os.getloadavg()}")
@@ -173,6 +181,7 @@ if __name__ == "__main__":
                 args.requests,
                 args.memory_dir or tempfile.mkdtemp(prefix="accelopt-mem-"),
                 args.watch_search,
+                args.min_evaluated,
             )
         )
     )
