@@ -29,6 +29,11 @@ reply); ``gate`` the judge rejected the candidate by a trust rule (the static ga
 ran, or a check of its run, ``rule`` names it); ``compile`` it did not load or compile (also
 for the configured GPU); ``launch`` it cannot launch on the configured GPU; ``incorrect`` wrong
 outputs; ``timeout`` no answer in time; ``crash`` it raised or died while running.
+
+The beam as a picture (issue 32): besides the ranked ``candidates``, the report keeps every other
+candidate the search evaluated as ``explored`` (:func:`explored_record`: the candidate's JSON
+with its diff, without its source) and the memory experiences it added as ``experiences``
+(:func:`experience_record`), so :mod:`accelopt_core.report` can draw the whole tree.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@
  * kernel. The page and its policy are in searchPage.ts.
  */
 import * as vscode from 'vscode';
+import { kernelsFromLenses } from './kernels';
 import {
   assetDirs,
   makeNonce,
@@ -24,6 +25,17 @@ interface Open {
   panel: vscode.WebviewPanel;
   reply: SearchViewReply;
   ready: boolean;
+}
+
+/** ``edit``'s text edits, each marked as needing confirmation (VS Code's refactor preview). */
+function confirmed(edit: vscode.WorkspaceEdit, label: string): vscode.WorkspaceEdit {
+  const out = new vscode.WorkspaceEdit();
+  for (const [uri, edits] of edit.entries()) {
+    for (const e of edits) {
+      out.replace(uri, e.range, e.newText, { needsConfirmation: true, label });
+    }
+  }
+  return out;
 }
 
 export class SearchPanels implements vscode.Disposable {
@@ -112,7 +124,13 @@ export class SearchPanels implements vscode.Disposable {
       entry.ready = true;
       void entry.panel.webview.postMessage({ type: 'view', view: entry.reply.view });
     } else if ((m.type === 'preview' || m.type === 'apply') && typeof m.candidateId === 'string') {
-      await this.runAction(entry.reply, m.candidateId, m.type === 'preview');
+      try {
+        await this.runAction(entry.reply, m.candidateId, m.type === 'preview');
+      } catch (err) {
+        const text = err instanceof Error ? err.message : String(err);
+        this.log(`Search view: ${m.type} ${m.candidateId} failed: ${text}`);
+        void vscode.window.showErrorMessage(`AccelOpt: ${m.type} failed: ${text}`);
+      }
     }
   }
 
@@ -127,23 +145,27 @@ export class SearchPanels implements vscode.Disposable {
     const wanted = preview ? titles.previewTitle : titles.title;
     const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(reply.uri));
     await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.One, preserveFocus: false });
-    const range = new vscode.Range(0, 0, doc.lineCount, 0);
+    // what the lightbulb asks with the cursor on the kernel (its line from the server's lenses)
+    const lenses = (await vscode.commands.executeCommand<vscode.CodeLens[]>('vscode.executeCodeLensProvider', doc.uri, 100)) ?? [];
+    const line = kernelsFromLenses(lenses).find((k) => k.name === reply.kernel)?.line ?? 0;
+    const at = new vscode.Selection(line, 0, line, 0);
     const actions =
-      (await vscode.commands.executeCommand<vscode.CodeAction[]>(
-        'vscode.executeCodeActionProvider',
-        doc.uri,
-        range,
-        vscode.CodeActionKind.RefactorRewrite.value,
-        100,
-      )) ?? [];
+      (await vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', doc.uri, at, undefined, 100)) ?? [];
     const action = actions.find((a) => a.title === wanted);
     if (!action) {
+      this.log(`Search view: no code action "${wanted}" among ${JSON.stringify(actions.map((a) => a.title))}`);
       void vscode.window.showWarningMessage(gone);
       return;
     }
     this.log(`Search view: ${preview ? 'preview' : 'apply'} ${candidateId} (${wanted})`);
     if (action.edit) {
-      await vscode.workspace.applyEdit(action.edit, { isRefactoring: true });
+      // The API's copy of a code action drops the change annotations of its edit, so the
+      // preview's "needs confirmation" (which opens the refactor preview) is set again here.
+      const edit = preview ? confirmed(action.edit, wanted) : action.edit;
+      const applied = await vscode.workspace.applyEdit(edit, { isRefactoring: true });
+      this.log(`Search view: ${preview ? 'previewed' : 'applied'}: ${applied}`);
+    } else if (!action.command) {
+      void vscode.window.showWarningMessage(gone);
     }
     if (action.command) {
       await vscode.commands.executeCommand(action.command.command, ...(action.command.arguments ?? []));
