@@ -170,6 +170,7 @@ def search_view(page: Page, ws: Path, steps: Steps) -> None:
     steps.shot(page, "search-view")
     shots = os.environ.get("ACCELOPT_E2E_README_SHOTS")
     if shots:
+        view.locator("#tree").scroll_into_view_if_needed()
         page.screenshot(path=f"{shots}/vscode-search.png")
     view.get_by_role("button", name="Preview").click()
     discard = page.get_by_role("button", name="Discard")
