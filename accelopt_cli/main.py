@@ -1,4 +1,4 @@
-"""The ``accelopt`` command line: optimize, profile, memory, runs, target, config, bench.
+"""The ``accelopt`` command line: optimize, profile, memory, runs, report, target, config, bench.
 
 This module builds the parser, loads the settings and dispatches to the command's module
 (:mod:`~accelopt_cli.optimize`, :mod:`~accelopt_cli.profile`, :mod:`~accelopt_cli.memory`,
@@ -34,6 +34,7 @@ from accelopt_cli.config import run_config_command
 from accelopt_cli.memory import add_memory_parser, run_memory_command
 from accelopt_cli.optimize import run_optimize_command
 from accelopt_cli.profile import run_profile_command
+from accelopt_cli.report import add_report_parser, run_report_command
 from accelopt_cli.runs import add_runs_parser, run_runs_command
 from accelopt_cli.target import add_target_parser, run_target_command
 from accelopt_core import __version__
@@ -127,8 +128,11 @@ def settings_file_layer(path: str) -> ConfigLayer:
 
 def settings_start(args: argparse.Namespace) -> Path:
     """Where the project file is looked for: the kernel file (or directory) of ``optimize``,
-    ``profile`` and ``config PATH``; else the working directory."""
+    ``profile``, ``config PATH`` and ``report FILE``; else the working directory."""
     path = getattr(args, "path", None)
+    source = getattr(args, "source", None)  # ``report FILE``: the kernel file's project
+    if not path and source and Path(source).is_file():
+        path = source
     return Path(path) if path else Path.cwd()
 
 
@@ -224,6 +228,11 @@ def _add_optimize_parser(sub: Any) -> None:
     opt.add_argument(
         "--verbose", "-v", action="store_true", help="print every failed candidate's reason in full"
     )
+    opt.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="also write the search as one self-contained HTML page (tree, charts, candidates)",
+    )
     _add_gpu_option(opt)
     _add_common_options(opt)
 
@@ -279,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_profile_parser(sub)
     add_memory_parser(sub)
     add_runs_parser(sub)
+    add_report_parser(sub)
     add_target_parser(sub)
     _add_config_parser(sub)
     add_bench_parser(
@@ -299,6 +309,7 @@ COMMANDS: dict[str, Any] = {
     "profile": run_profile_command,
     "memory": run_memory_command,
     "runs": run_runs_command,
+    "report": run_report_command,
     "target": run_target_command,
     "config": run_config_command,
     **BENCH_COMMANDS,

@@ -5,7 +5,8 @@ terminal (none with ``--json`` or when stderr is not a terminal), then prints th
 candidates, the failed candidates (a short table; every reason in full with ``--verbose``) and the
 best one's diff, or one JSON report with ``--json`` (``failed_candidates`` lists every failure);
 ``--write`` writes the best candidate into the kernel module (PATH, or the module a harness PATH
-measures; never the harness). Exit status 0 when the baseline was usable, 1 otherwise (file,
+measures; never the harness); ``--report FILE.html`` also writes the search as one
+self-contained page (:mod:`accelopt_cli.report`). Exit status 0 when the baseline was usable, 1 otherwise (file,
 kernel or target unusable, an incorrect baseline, or an LLM no call can reach: a missing or
 rejected API key, said once).
 """
@@ -24,6 +25,7 @@ from rich.markup import escape
 from accelopt_cli import render, render_runs
 from accelopt_cli.kernel_args import choose_kernel, load_kernel
 from accelopt_cli.render_device import ranking_needs_timing
+from accelopt_cli.report import write_search_report
 from accelopt_core import devicefacts
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.settings import Settings
@@ -50,6 +52,10 @@ async def optimize(args: argparse.Namespace, settings: Settings, out: Console, e
     if report is None:
         return 1
     unusable = report.stopped_reason.startswith("LLM unusable")
+    if getattr(args, "report", None):  # issue 32: the search as a page
+        written = write_search_report(report.to_dict(), args.report, err)
+        if written is not None:
+            err.print(f"search report: {escape(str(written))}", soft_wrap=True, highlight=False)
     if args.json:
         data = report.to_dict()
         data["tokens"] = report.tokens

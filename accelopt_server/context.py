@@ -128,6 +128,10 @@ class ServerContext:
             self._warned.add(note)
             self.show(types.MessageType.Warning, f"AccelOpt: {note}")
 
+    def notify(self, method: str, params: Any) -> None:
+        """A custom notification (``accelopt/searchView``) to the client."""
+        self._ls.protocol.notify(method, params)
+
     def publish_diagnostics(
         self, uri: str, diagnostics: list[types.Diagnostic], version: int | None
     ) -> None:

@@ -9,7 +9,11 @@ with ``time.perf_counter``. Prints p50/p99/max in ms. Target (issue 12): p99 <= 
     python benchmarks/lsp_latency.py [--requests 600] [--memory-dir DIR] [--load N]
 
 ``--load N`` starts N busy processes (a pure-Python spin loop each) for the measurement, to see
-the server on a loaded machine; they are stopped at the end.
+the server on a loaded machine; they are stopped at the end. ``--watch-search`` asks for the
+search's view as the VS Code webview does (``accelopt.searchView``, issue 32) and keeps it open,
+so the server sends its ``accelopt/searchView`` notifications throughout the measurement;
+``--min-evaluated N`` starts measuring only once N candidates were evaluated (the search's
+events, and so the notifications, come with evaluations).
 
 Runs on CPU: the search's candidates are evaluated by the Triton interpreter in worker
 processes, so this measures the server staying responsive while its target is busy.
@@ -51,7 +55,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-async def main(requests: int, memory_dir: str) -> int:
+async def main(requests: int, memory_dir: str, watch: bool = False, min_evaluated: int = 0) -> int:
     workspace = Path(tempfile.mkdtemp(prefix="accelopt-bench-"))
     path = workspace / "softmax.py"
     path.write_text((ROOT / "examples" / "triton" / "softmax.py").read_text())
@@ -65,6 +69,8 @@ async def main(requests: int, memory_dir: str) -> int:
     client = make_test_lsp_client()
     client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda ls, params: None)
     client.feature(types.WORKSPACE_CODE_LENS_REFRESH)(lambda ls, params: None)
+    views: list[object] = []
+    client.feature("accelopt/searchView")(lambda ls, params: views.append(params))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELOPT_")}
     env["ACCELOPT_SHAPE"] = "small"
     await client.start_io(sys.executable, "-m", "accelopt_server", env=env, cwd=str(ROOT))
@@ -92,13 +98,21 @@ async def main(requests: int, memory_dir: str) -> int:
         types.ExecuteCommandParams(command="accelopt.optimize", arguments=[uri, "softmax_kernel"])
     )
     print(f"search: {started}")
+    if watch:  # the webview opens beside the kernel: the view, then its live notifications
+        t0 = time.perf_counter()
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(
+                command="accelopt.searchView", arguments=[uri, "softmax_kernel"]
+            )
+        )
+        print(f"accelopt.searchView answered in {(time.perf_counter() - t0) * 1e3:.1f} ms")
     # Measure while candidates are being proposed and evaluated, not only the baseline.
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         jobs = await client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="accelopt.listJobs", arguments=[])
         )
-        if jobs and jobs[-1]["iteration"] >= 1:
+        if jobs and jobs[-1]["iteration"] >= 1 and jobs[-1]["evaluated"] >= min_evaluated:
             break
         await asyncio.sleep(0.5)
     print(f"measuring during: {jobs[-1]['message']}")
@@ -130,6 +144,8 @@ async def main(requests: int, memory_dir: str) -> int:
     )
     running = [j for j in jobs if j["state"] == "running"]
     print(f"search still running at the end: {bool(running)} {running[:1]}")
+    if watch:
+        print(f"accelopt/searchView notifications received: {len(views)}")
     for name, values in (("hover", hover_ms), ("codeAction", action_ms)):
         print(
             f"{name:>10}: n={len(values)} p50={statistics.median(values):.2f} ms "
@@ -147,11 +163,25 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=600, help="requests of each kind (>= 500)")
     parser.add_argument("--memory-dir", default=None, help="memory directory (default: a temp dir)")
     parser.add_argument("--load", type=int, default=0, help="busy processes to run meanwhile")
+    parser.add_argument(
+        "--watch-search", action="store_true", help="keep the search view open (issue 32)"
+    )
+    parser.add_argument(
+        "--min-evaluated",
+        type=int,
+        default=0,
+        help="start measuring once the search evaluated this many candidates",
+    )
     args = parser.parse_args()
     load = start_load(args.load)
     print(f"load: {args.load} busy process(es); os.getloadavg() = {os.getloadavg()}")
     sys.exit(
         asyncio.run(
-            main(args.requests, args.memory_dir or tempfile.mkdtemp(prefix="accelopt-mem-"))
+            main(
+                args.requests,
+                args.memory_dir or tempfile.mkdtemp(prefix="accelopt-mem-"),
+                args.watch_search,
+                args.min_evaluated,
+            )
         )
     )

@@ -271,6 +271,12 @@ async def start_session(
     def _lens_refresh(ls: Any, params: None) -> None:
         return None
 
+    client.search_views = []  # type: ignore[attr-defined]
+
+    @client.feature("accelopt/searchView")
+    def _search_view(ls: Any, params: Any) -> None:  # issue 32: the live search view
+        client.search_views.append(params)  # type: ignore[attr-defined]
+
     server_env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELOPT_")}
     server_env.update(
         {

@@ -58,7 +58,7 @@ from accelopt_core.search.iterations import Iterations
 from accelopt_core.search.learning import Learner
 from accelopt_core.search.proposing import Contexts, Proposals
 from accelopt_core.search.recording import RunRecorder
-from accelopt_core.search.report import SearchReport, Tally, token_table
+from accelopt_core.search.report import SearchReport, Tally, explored_records, token_table
 from accelopt_core.search.retime import Retimer
 from accelopt_core.search.selection import select_beam
 from accelopt_core.search.tasks import cancel_all
@@ -232,6 +232,7 @@ class BeamSearch:
             if self._report_made is not None:
                 tokens, cost = token_table(self._budget.usage())
                 self._report_made.tokens, self._report_made.cost_usd = tokens, cost
+                self._report_made.experiences = list(self._learner.experiences)
             await self._close_recorder()
 
     async def _close_recorder(self) -> None:
@@ -327,6 +328,8 @@ class BeamSearch:
             cost_usd=cost_usd,
             wall_s=self._budget.elapsed_s(),
             memory_added=self._learner.added,
+            experiences=list(self._learner.experiences),
+            explored=explored_records(self._trials.seen.values(), verified, self.original),
             warnings=list(self._tally.warnings) + list(getattr(self.proposer, "notes", ())),
             closure=self.original.context.digest if self.original.context is not None else "",
         )

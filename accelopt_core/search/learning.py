@@ -19,7 +19,7 @@ from accelopt_core.onsite.judge.derived_checks import DERIVED_RULE
 from accelopt_core.proposers import Plan, Proposer
 from accelopt_core.search.candidate import Candidate
 from accelopt_core.search.proposing import Contexts
-from accelopt_core.search.report import MAX_REASON, Tally, failure_stage
+from accelopt_core.search.report import MAX_REASON, Tally, experience_record, failure_stage
 from accelopt_core.search.tasks import Background
 
 #: A summary title that starts with this says the change does not transfer: nothing is stored.
@@ -51,6 +51,8 @@ class Learner:
 
     Attributes:
         added: experiences written so far.
+        experiences: what the report keeps of each (:func:`~.report.experience_record`), in
+            the order they were written.
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class Learner:
         self._background = Background()
         self._hacks: set[str] = set()
         self.added = 0
+        self.experiences: list[dict[str, Any]] = []
 
     def learn(self, slow: Candidate, fast: Candidate, *, positive: bool) -> None:
         """Remember, in the background, that ``fast`` (a rewrite of ``slow`` by its plan) was
@@ -119,7 +122,7 @@ class Learner:
                     f"({fast.latency_ms or 0:.4g} ms against {slow.latency_ms or 0:.4g} ms)"
                 )
             await asyncio.to_thread(self._memory.add, experience)
-            self.added += 1
+            self._added(experience)
         except Exception as exc:  # invalid experience, MemoryUnavailable, disk error: go on
             self._tally.warn(f"optimization memory not updated: {exc}")
 
@@ -148,9 +151,13 @@ class Learner:
                 reason=why[:MAX_REASON],
             )
             await asyncio.to_thread(self._memory.add, experience)
-            self.added += 1
+            self._added(experience)
         except Exception as exc:  # MemoryUnavailable, disk error: go on
             self._tally.warn(f"optimization memory not updated: {exc}")
+
+    def _added(self, experience: Any) -> None:
+        self.added += 1
+        self.experiences.append(experience_record(experience))
 
     async def _summarize(
         self, slow: Candidate, fast: Candidate, speedup: float

@@ -119,9 +119,12 @@ class RunRecorder:
 
     async def close(self) -> None:
         """Write the final call count, cost and report (the summarizer may have run after
-        :meth:`finish`) and stop the worker thread."""
-        if self._log is not None and self._written_calls != self.calls:
-            if self._report is not None:
+        :meth:`finish`, and the memory's experiences are known only now) and stop the worker
+        thread."""
+        if self._log is not None and (
+            self._written_calls != self.calls or self._report is not None
+        ):
+            if self._report is not None:  # its experiences and tokens are final only now
                 data = self._report.to_dict() | {"plans": list(self.plans)}
                 self._submit(self._log.write_report, data)
             await self._flush()

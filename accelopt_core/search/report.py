@@ -29,6 +29,11 @@ reply); ``gate`` the judge rejected the candidate by a trust rule (the static ga
 ran, or a check of its run, ``rule`` names it); ``compile`` it did not load or compile (also
 for the configured GPU); ``launch`` it cannot launch on the configured GPU; ``incorrect`` wrong
 outputs; ``timeout`` no answer in time; ``crash`` it raised or died while running.
+
+The beam as a picture (issue 32): besides the ranked ``candidates``, the report keeps every other
+candidate the search evaluated as ``explored`` (:func:`explored_record`: the candidate's JSON
+with its diff, without its source) and the memory experiences it added as ``experiences``
+(:func:`experience_record`), so :mod:`accelopt_core.report` can draw the whole tree.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from accelopt_core.devicefacts import number
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.proposers import Usage
 from accelopt_core.search.candidate import Candidate
+from accelopt_core.textdiff import unified_diff
 
 #: Where a candidate failed, in the order of its path (see the module docstring).
 FAILURE_STAGES = ("llm", "parse", "gate", "compile", "launch", "incorrect", "timeout", "crash")
@@ -285,6 +291,48 @@ class Tally:
             self.warnings.append(message)
 
 
+def explored_record(
+    cand: Candidate, original_source: str, name: str, diff: str | None = None
+) -> dict[str, Any]:
+    """One candidate of the search report's ``explored`` list (issue 32): its
+    :meth:`Candidate.to_dict` with the unified ``diff`` against ``original_source`` (``name``
+    is the file's name in the diff's header) and without its ``source``. ``diff``: the diff
+    already computed (a live view computes it once per candidate)."""
+    data = cand.to_dict()
+    del data["source"]
+    data["diff"] = diff if diff is not None else unified_diff(original_source, cand.source, name)
+    return data
+
+
+def explored_records(seen: Any, ranked: list[Candidate], original: Any) -> list[dict[str, Any]]:
+    """The report's ``explored`` list: an :func:`explored_record` of every candidate in
+    ``seen`` but the baseline and the ``ranked`` ones; ``original`` is the user's
+    :class:`~accelopt_core.kernelfile.KernelFile` (its source and path)."""
+    ids = {c.id for c in ranked}
+    name = original.path.rsplit("/", 1)[-1]
+    return [
+        explored_record(c, original.source, name)
+        for c in seen
+        if c.parent_id is not None and c.id not in ids
+    ]
+
+
+def experience_record(exp: Any) -> dict[str, Any]:
+    """What the report keeps of one experience the search added to the memory (issue 32):
+    ``id``, ``title``, ``positive``, ``speedup`` (slow latency / fast latency), ``hack`` (the
+    judge's rule of a reward hack, else None), ``rule`` and ``reason`` (why a negative
+    failed); ``accelopt memory show ID`` prints it whole."""
+    return {
+        "id": exp.id,
+        "title": exp.title,
+        "positive": bool(exp.positive),
+        "speedup": exp.speedup,
+        "hack": exp.hack,
+        "rule": exp.rule,
+        "reason": exp.reason,
+    }
+
+
 def token_table(usage: Mapping[str, Usage]) -> tuple[dict[str, dict[str, Any]], float]:
     """The report's ``tokens`` (each role's :meth:`Usage.to_dict`, plus ``total``) and the total
     cost in USD."""
@@ -330,6 +378,11 @@ class SearchReport:
     warnings: list[str] = field(default_factory=list)
     failed_candidates: list[FailedCandidate] = field(default_factory=list)
     run_id: str = ""
+    #: issue 32: every other candidate the search evaluated (correct but not faster, failed,
+    #: cut off), as :func:`explored_record` JSON records, so the beam's tree can be drawn.
+    explored: list[dict[str, Any]] = field(default_factory=list)
+    #: issue 32: the experiences the search added to the memory (:func:`experience_record`).
+    experiences: list[dict[str, Any]] = field(default_factory=list)
     #: digest of the kernel module's import closure and harness (issue 13), part of the key
     #: the report is saved under; "" for a standalone file. Not serialised.
     closure: str = ""
@@ -364,6 +417,8 @@ class SearchReport:
             "cost_usd": round(self.cost_usd, 6),
             "wall_s": round(self.wall_s, 3),
             "memory_added": self.memory_added,
+            "experiences": list(self.experiences),
+            "explored": list(self.explored),
             "warnings": list(self.warnings),
             "original_source": self.original_source,
         }
@@ -395,6 +450,8 @@ class SearchReport:
             wall_s=float(data.get("wall_s", 0.0)),
             memory_added=int(data.get("memory_added", 0)),
             warnings=list(data.get("warnings", [])),
+            explored=[e for e in data.get("explored") or [] if isinstance(e, dict)],
+            experiences=[e for e in data.get("experiences") or [] if isinstance(e, dict)],
         )
 
     async def save(self, results: Any) -> None:

@@ -7,6 +7,7 @@ diagnostics            parse findings and failed profiles, published per documen
 results                search reports: restored after a restart, offered, cleared
 profiling              profile on save and ``accelopt.profile``
 search                 background searches: ``accelopt.optimize``, ``cancel``, ``listJobs``, progress
+search_view            the search as a picture: a live view for webviews, an HTML file (issue 32)
 code_lenses            the lenses above each kernel
 hover                  hover and ``accelopt.showMemory`` (the optimization memory)
 code_actions           apply an improvement, insert a harness, optimize / cancel
@@ -35,6 +36,10 @@ feature method that answers it:
   sources: {key: source}}`` (the effective settings of ``uri``'s scope, server-wide without)
 * ``accelopt.pickHarness [uri, harnessPath?]`` -> ``{harness, candidates, message?}`` (which of
   several harness files measures the kernel module; asks the user without ``harnessPath``)
+* ``accelopt.searchView [uri, kernelName]`` -> ``{uri, kernel, jobId, running, view, assets,
+  actions, message?}`` (then ``accelopt/searchView`` notifications until
+  ``accelopt.searchViewClosed [uri, kernelName]``); ``accelopt.showSearch [uri, kernelName?]``
+  -> ``{path, kernel, message}`` (the view as an HTML file; see :mod:`.search_view`)
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from .hover import HoverFeature
 from .profiling import ProfilingFeature
 from .results import ResultsFeature
 from .search import SearchJobsFeature
+from .search_view import SearchViewFeature
 from .settings import SettingsFeature
 
 FEATURES: tuple[type[LanguageFeature], ...] = (
@@ -58,6 +64,7 @@ FEATURES: tuple[type[LanguageFeature], ...] = (
     ResultsFeature,
     ProfilingFeature,
     SearchJobsFeature,
+    SearchViewFeature,
     CodeLensFeature,
     HoverFeature,
     CodeActionsFeature,
@@ -75,6 +82,9 @@ COMMANDS: dict[str, tuple[type[LanguageFeature], str]] = {
     "accelopt.applyCandidate": (CodeActionsFeature, "cmd_apply_candidate"),
     "accelopt.showSettings": (SettingsFeature, "cmd_show_settings"),
     "accelopt.pickHarness": (HarnessFeature, "cmd_pick_harness"),
+    "accelopt.searchView": (SearchViewFeature, "cmd_search_view"),
+    "accelopt.searchViewClosed": (SearchViewFeature, "cmd_search_view_closed"),
+    "accelopt.showSearch": (SearchViewFeature, "cmd_show_search"),
 }
 
 __all__ = [
@@ -90,5 +100,6 @@ __all__ = [
     "ProfilingFeature",
     "ResultsFeature",
     "SearchJobsFeature",
+    "SearchViewFeature",
     "SettingsFeature",
 ]

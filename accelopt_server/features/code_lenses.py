@@ -1,5 +1,5 @@
 """Code lenses above each kernel: its last profile or a running search's status, and the
-Profile / Optimize / Cancel / Show Memory commands. The client is asked to refresh them
+Profile / Optimize / Cancel / Show Memory / Show Search commands. The client is asked to refresh them
 (throttled) whenever what they show changes.
 
 Every lens carries a registered command (Neovim's ``vim.lsp.codelens.run()`` runs the one on
@@ -72,6 +72,7 @@ class CodeLensFeature(LanguageFeature):
         if job is not None:
             return [
                 (f"AccelOpt: {job.status_line()}", *status),
+                ("Show Search", "accelopt.showSearch", [uri, kernel.name]),
                 ("Cancel", "accelopt.cancel", [job.id]),
             ]
         several = self.ctx.feature(HarnessFeature).candidates(kf.path)
@@ -103,6 +104,8 @@ class CodeLensFeature(LanguageFeature):
             best = offered[0].speedup or 1.0
             title = f"{len(offered)} improvement(s), best {best:.2f}x (code actions)"
             out.append((title, *status))
+        if kernel.name in st.reports:  # issue 32: the last search as a picture
+            out.append(("Show Search", "accelopt.showSearch", [uri, kernel.name]))
         out.append(("Optimize", "accelopt.optimize", [uri, kernel.name]))
         bound = kf.context.harness_file if kf.context is not None else None
         if bound is not None and len(several) > 1:

@@ -28,6 +28,7 @@ from accelopt_core.devicefacts import not_timed
 from ..jobs import planned_evaluations
 from .base import LanguageFeature, command_args, refusal
 from .results import ResultsFeature
+from .search_view import SearchViewFeature
 
 if TYPE_CHECKING:
     from accelopt_core.search import SearchEvent
@@ -116,6 +117,7 @@ class SearchJobsFeature(LanguageFeature):
             SearchStarted,
         )
 
+        self.ctx.feature(SearchViewFeature).job_event(job, event)
         if isinstance(event, CandidateFailed):
             f = event.failure
             log.info("%s: candidate failed: %s\n%s", job.kernel, f.headline(), f.reason)
@@ -146,6 +148,7 @@ class SearchJobsFeature(LanguageFeature):
             for warning in report.warnings:
                 log.warning("%s: %s", job.kernel, warning)
             self.ctx.warn_once(report.warnings)  # candidates ran unconfined: once a session
+        self.ctx.feature(SearchViewFeature).job_done(job)
         summary = _summary(job)
         if job.progress_token is not None:  # 100% first: an end carries no percentage
             self.ctx.progress.report(

@@ -8,6 +8,7 @@ import { pythonExtensionApi } from './interpreter';
 import { isRunning, JobTracker, jobLabel, parseJobs } from './jobs';
 import { kernelAt, KernelRef, kernelsFromLenses } from './kernels';
 import { apiKeyEnvNames, redactingChannel, setApiKey } from './secrets';
+import { SearchPanels } from './searchPanel';
 import { ServerManager } from './server';
 import { StatusBar } from './statusBar';
 
@@ -165,6 +166,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       args = pick === 'This file' ? [editor.document.uri.toString()] : [];
     }
     await server.execute('accelopt.clearResults', args);
+  });
+  const panels = new SearchPanels(
+    (command, args) => server.query(command, args),
+    (line) => log.info(line),
+  );
+  server.showSearch = (uri, kernel) => panels.show(uri, kernel);
+  server.onSearchNotice = (params) => void panels.notified(params);
+  context.subscriptions.push(panels);
+  register('accelopt.showSearchView', async (uri, kernel) => {
+    const target = await resolveKernel(uri, kernel, true);
+    if (target?.kernel) {
+      await panels.show(target.uri, target.kernel);
+    }
   });
   register('accelopt.cancelOptimization', () => showJobs(server));
   register('accelopt.showJobs', () => showJobs(server));

@@ -18,7 +18,7 @@ export interface KernelRef {
 }
 
 /** Server commands whose code lenses name a kernel as `[uri, kernelName, ...]`. */
-export const KERNEL_LENS_COMMANDS = ['accelopt.optimize', 'accelopt.profile', 'accelopt.showMemory'];
+export const KERNEL_LENS_COMMANDS = ['accelopt.optimize', 'accelopt.profile', 'accelopt.showMemory', 'accelopt.showSearch'];
 
 /** The kernels named by the server's code lenses, one per name, in line order. */
 export function kernelsFromLenses(lenses: readonly LensLike[]): KernelRef[] {

@@ -44,6 +44,10 @@ export class ServerManager implements vscode.Disposable {
   private readonly progress: ProgressNotifications;
   /** The interpreter of the last start (the Python extension's env changes restart only then). */
   lastChoice: InterpreterChoice | undefined;
+  /** Opens the search view of a kernel (issue 32): the "Show Search" lens runs it. */
+  showSearch: ((uri: string, kernel: string) => Promise<void>) | undefined;
+  /** Receives the server's `accelopt/searchView` notifications. */
+  onSearchNotice: ((params: unknown) => void) | undefined;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -225,7 +229,12 @@ export class ServerManager implements vscode.Disposable {
       middleware: {
         workspace: settingsMiddleware(),
         handleWorkDoneProgress: (token, params, next) => this.progress.handle(token, params, () => next(token, params)),
-        executeCommand: (command, args, next) => this.present(command, args, () => next(command, args)),
+        executeCommand: (command, args, next) =>
+          // the lens's accelopt.showSearch writes an HTML file for editors without webviews;
+          // here it opens the webview instead
+          command === 'accelopt.showSearch' && this.showSearch && typeof args[1] === 'string'
+            ? this.showSearch(String(args[0]), args[1])
+            : this.present(command, args, () => next(command, args)),
       },
     };
     const client = new LanguageClient(SECTION, 'AccelOpt', executableOptions(launch), clientOptions);
@@ -243,6 +252,7 @@ export class ServerManager implements vscode.Disposable {
         }
       }
     });
+    client.onNotification('accelopt/searchView', (params: unknown) => this.onSearchNotice?.(params));
     try {
       await client.start();
       this.status.setTarget(config.get<string>('target') ?? 'local');

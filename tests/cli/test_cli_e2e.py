@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.llm_double import TEST_API_KEY, TEST_API_KEY_ENV, LLMDouble, RecordedRequest, text
+from tests.report.pages import view_of
 from tests.softmax_replies import FAST_REWRITE, NO_CODE, NO_COMPILE, PLAN, RULE, WRONG
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,16 +54,34 @@ def memory_list(env: dict[str, str]) -> list[dict]:
     return json.loads(proc.stdout)
 
 
+def check_report_page(page: Path, report: dict, env: dict[str, str]) -> None:
+    """``--report`` wrote the search's page (issue 32): every candidate the search met and the
+    experiences it added; ``accelopt report`` draws the same search again from its run."""
+    assert page.stat().st_size <= 10 * 2**20
+    view = view_of(page.read_text())
+    ids = {n["id"] for n in view["nodes"]}
+    assert {c["id"] for c in report["candidates"] + report["explored"]} <= ids
+    assert report["experiences"] and len(report["experiences"]) == report["memory_added"]
+    assert [e["id"] for e in view["experiences"]] == [e["id"] for e in report["experiences"]]
+    again = page.with_name("again.html")
+    proc = run_cli("report", report["run_id"], "-o", str(again), env=env)
+    assert proc.returncode == 0 and str(again) in proc.stdout, proc.stderr
+    assert view_of(again.read_text())["nodes"] == view["nodes"]
+
+
 def test_optimize_offline_finds_verifies_ranks_and_remembers(
     tmp_path: Path, cli_env: dict[str, str]
 ) -> None:
     kernel = tmp_path / "softmax.py"
     shutil.copy(SOFTMAX, kernel)
+    page = tmp_path / "out" / "search.html"
     proc = run_cli(
-        "optimize", str(kernel), "--json", "-T", "2", "-B", "2", "-N", "2", "-K", "1", env=cli_env
-    )
+        "optimize", str(kernel), "--json", "-T", "2", "-B", "2", "-N", "2", "-K", "1",
+        "--report", str(page), env=cli_env,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
+    check_report_page(page, report, cli_env)
 
     assert report["baseline"]["correct"] and report["timing"] == "interpreter"
     assert report["target"] == "local" and report["proposer"] == "offline"

@@ -135,6 +135,23 @@ step("search ended", vim.wait(timeout_ms, function()
   return false
 end, 200))
 
+-- 3b. The README's :AccelOptSearch prints where the search is drawn as a page (issue 32).
+local printed = {}
+local original_print = print
+print = function(...)
+  local parts = {}
+  for _, v in ipairs({ ... }) do
+    table.insert(parts, tostring(v))
+  end
+  table.insert(printed, table.concat(parts, " "))
+end
+vim.cmd("AccelOptSearch")
+step("search page", vim.wait(60000, function()
+  return #printed > 0
+end, 100), printed)
+print = original_print
+report.search_page = printed[1]
+
 -- 4. The ranked improvement is offered as a code action; pick and apply it.
 -- What vim.lsp.buf.code_action() asks for with the cursor on the kernel's line.
 local function offered()

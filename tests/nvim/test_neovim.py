@@ -6,7 +6,8 @@ configuration block for that version is written to an ``init.lua`` and Neovim ru
 ``tests/nvim/scenario.lua`` on a copy of the softmax example in a project whose
 ``pyproject.toml`` carries ``[tool.accelopt]`` (the configuration Neovim 0.7 can use: it never
 answers ``workspace/configuration``). The scenario saves, waits for the profile lens, runs the
-label lens and the Optimize lens, waits for the search to end, applies the offered improvement
+label lens and the Optimize lens, waits for the search to end, prints the search's page with the
+README's ``:AccelOptSearch`` (issue 32), applies the offered improvement
 with ``vim.lsp.buf.code_action()`` and saves; this test asserts on what the editor recorded and
 on the file on disk.
 """
@@ -127,6 +128,13 @@ def test_neovim_profile_optimize_apply(tmp_path: Path, binary: str, version: tup
     percentages = [p for p in percentages if p is not None]
     assert percentages and max(percentages) > 0 and percentages == sorted(percentages)
     assert all(0 <= p <= 100 for p in percentages)
+
+    # :AccelOptSearch printed the page of the search (issue 32): the tree's data, offline.
+    page = Path(report["search_page"])
+    assert page.suffix == ".html" and page.is_file(), report["search_page"]
+    html = page.read_text()
+    assert '<script type="application/json" id="accelopt-view">' in html
+    assert '"kernel":"softmax_kernel"' in html and "http://" not in html.split("<script>")[0]
 
     # The improvement was applied to the file (the harness untouched) and is no longer offered.
     assert report["offered_before"], "no improvement offered"

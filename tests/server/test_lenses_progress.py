@@ -74,6 +74,37 @@ async def run_every_lens(s: LspSession, uri: str) -> list[str]:
     return [lens.command.title for lens in lenses]
 
 
+async def check_search_view(s: LspSession, uri: str, watched: Any, job_id: str) -> None:
+    """Issue 32: ``accelopt.searchView`` answered while the search ran (with the files a
+    webview draws it with), its changes came as ``accelopt/searchView`` deltas, and its end as
+    the finished view with the ranked candidate's code-action titles; ``accelopt.showSearch``
+    writes the same search as a page."""
+    assert watched["jobId"] == job_id and watched["running"] is True
+    assert watched["view"]["state"] == "running"
+    assert watched["assets"]["plotly"].endswith("plotly.min.js")
+    assert all(Path(p).is_file() for p in watched["assets"].values())
+    notes = await s.wait_for(
+        lambda: [n for n in s.client.search_views if hasattr(n, "view")], what="the final view"
+    )
+    deltas = [n for n in s.client.search_views if hasattr(n, "delta")]
+    assert deltas and any(d.delta.nodes for d in deltas), "no live update"
+    final = notes[-1]
+    assert final.jobId == job_id and final.view.state == "finished"
+    ranked = [n for n in final.view.nodes if n.verdict == "ranked"]
+    assert len(ranked) == 1 and ranked[0].diff.startswith("---")
+    assert len(final.actions) == 1  # pygls renames keys that are no identifiers: ask again
+    again = await s.command("accelopt.searchView", uri, "softmax_kernel")
+    assert again["running"] is False and again["view"]["state"] == "finished"
+    assert [n["id"] for n in again["view"]["nodes"]] == [n.id for n in final.view.nodes]
+    titles = again["actions"][ranked[0].id]
+    assert titles["title"].startswith("AccelOpt: ") and "x faster" in titles["title"]
+    assert titles["previewTitle"] == titles["title"].replace("AccelOpt: ", "AccelOpt: preview ", 1)
+    await s.command("accelopt.searchViewClosed", uri, "softmax_kernel")
+    shown = await s.command("accelopt.showSearch", uri, "softmax_kernel")
+    page = Path(shown["path"]).read_text()
+    assert ranked[0].id in page and shown["kernel"] == "softmax_kernel"
+
+
 def check_progress(reports: list[Any]) -> None:
     percentages = [r.percentage for r in reports if not isinstance(r, types.WorkDoneProgressEnd)]
     assert all(p is not None and 0 <= p <= 100 for p in percentages), percentages
@@ -99,8 +130,10 @@ async def test_lens_commands_refresh_progress_and_applied_improvement_retired(
             kline = s.line_of(uri, "def softmax_kernel")
             started = await s.command("accelopt.optimize", uri, "softmax_kernel")
             token = f"accelopt-{started['jobId']}"
+            watched = await s.command("accelopt.searchView", uri, "softmax_kernel")
             running = await s.wait_for_lens(uri, "Cancel")
             assert any(t.startswith("AccelOpt: ") for t in running)
+            assert running.index("Show Search") == running.index("Cancel") - 1
             await s.wait_for(
                 lambda: any(
                     isinstance(v, types.WorkDoneProgressEnd) for v in s.job_progress(token)
@@ -109,6 +142,7 @@ async def test_lens_commands_refresh_progress_and_applied_improvement_retired(
                 what="progress end",
             )
             check_progress(s.job_progress(token))
+            await check_search_view(s, uri, watched, started["jobId"])
             titles = await s.wait_for_lens(uri, "1 improvement(s)")
             assert titles == await run_every_lens(s, uri)
             status = await s.command("accelopt.showStatus", uri, "softmax_kernel")
