@@ -108,10 +108,12 @@ def private_env(directory: Path) -> dict[str, str]:
     return env
 
 
-def settings_file(directory: Path) -> Path:
-    """:data:`SETTINGS` written as a JSON settings file in ``directory``."""
+def settings_file(directory: Path, fixer_attempts: int = 0) -> Path:
+    """:data:`SETTINGS` written as a JSON settings file in ``directory``, with
+    ``search.fixerAttempts`` = ``fixer_attempts``."""
     path = directory / "adversarial-settings.json"
-    path.write_text(json.dumps({"accelopt": SETTINGS}))
+    search = {**SETTINGS["search"], "fixerAttempts": fixer_attempts}
+    path.write_text(json.dumps({"accelopt": {**SETTINGS, "search": search}}))
     return path
 
 

@@ -19,7 +19,9 @@ SOFTMAX = ROOT / "examples" / "triton" / "softmax.py"
 
 def accelopt(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``accelopt ARGS`` as a user runs it, stdout and stderr pipes."""
-    env = {**os.environ, "COLUMNS": "200", "ACCELOPT_SHAPE": "small"}
+    # wide enough that the source column keeps a temporary path (an xdist worker's is longer)
+    # on one line
+    env = {**os.environ, "COLUMNS": "400", "ACCELOPT_SHAPE": "small"}
     return subprocess.run(
         [sys.executable, "-m", "accelopt_cli.main", *args],
         cwd=cwd,

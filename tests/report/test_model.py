@@ -62,8 +62,13 @@ def test_a_ranked_node_carries_its_diff_device_facts_and_derived_inputs(report) 
     assert any(line.startswith("+") for line in node["diff"].splitlines()[2:])
     assert node["gpu"][0].startswith("GPU H100 SXM5 (sm_90)")
     assert any("SASS:" in line for line in node["gpu"])
-    assert node["derived"]["summary"] == "timed on 1 shape, checked on 4 derived shapes"
-    assert ["x[1] 64→63", "x: 16×63"] in node["derived"]["checked"]
+    summary = "timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)"
+    assert node["derived"]["summary"] == summary
+    # a derived input (issue 29) changes a shape, values and a layout at once
+    assert [
+        "x[1] 64→63, x × 63.4 (large), x row-padded",
+        "x: 16×63",
+    ] in node["derived"]["checked"]
     assert node["gbps"] > 0 and node["tflops"] > 0 and node["pct_of_peak"] > 0
 
 

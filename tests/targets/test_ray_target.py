@@ -178,6 +178,14 @@ def ray_get(ref):
     return ray.get(ref, timeout=60)
 
 
+def _comm(pid: int) -> str:
+    """The command name of process ``pid`` ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 async def test_stopping_another_head_leaves_this_one_serving(
     ray_head: LoopbackRayHead,  # noqa: F811
 ) -> None:
@@ -192,7 +200,10 @@ async def test_stopping_another_head_leaves_this_one_serving(
         await asyncio.to_thread(other.stop)
         shutil.rmtree(other.root, ignore_errors=True)
     assert other.processes() == []
-    assert mine <= set(ray_head.processes())
+    # this head's GCS and raylet live on (its workers and agents come and go by themselves:
+    # an idle worker exits, so only these two are compared)
+    core = {p for p in mine if _comm(p) in ("gcs_server", "raylet")}
+    assert len(core) == 2 and core <= set(ray_head.processes())
     target = RayTarget(Settings(target=ray_head.url, evaluation={"warmWorkers": False}))
     try:
         result = await asyncio.wait_for(target.evaluate(request("add.py")), 120)

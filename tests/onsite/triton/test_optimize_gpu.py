@@ -40,7 +40,7 @@ def search(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, list[str]]:
         env[TEST_API_KEY_ENV] = TEST_API_KEY
         proc = run_cli(
             "optimize", str(kernel), "--json", "-T", "1", "-B", "1", "-N", "1",
-            "-K", str(len(samples)), "--settings", str(settings_file(work)),
+            "-K", str(len(samples)), "--settings", str(settings_file(work, fixer_attempts=1)),
             "--llm-base-url", double.base_url, "--llm-model", "double-model",
             "--api-key-env", TEST_API_KEY_ENV, env=env, cwd=work,
         )  # fmt: skip
