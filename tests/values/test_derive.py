@@ -122,12 +122,14 @@ def test_plan_orders_parts_and_caps_the_slots() -> None:
     plan = derived_inputs.plan((x, w, b), ["x", "weight", "bias"], torch=torch)
     names = [p["name"] for p in plan["derived"]]
     kinds = [p["kind"] for p in plan["derived"]]
-    assert kinds == ["shape"] * 4 + ["values"] * 8 + ["layout"] * 2
+    assert kinds == ["shape"] * 4 + ["values"] * 6 + ["layout"] * 2
     values = [(p["input"], p["op"]) for p in plan["derived"] if p["kind"] == "values"]
     assert values[:4] == [(0, "large"), (0, "tiny"), (0, "offset"), (0, "outliers")]
-    assert values[4:] == [(1, "large"), (2, "large"), (1, "offset"), (2, "offset")]
-    cut = [s for s in plan["skipped"] if "at most 8" in s["why"]]
-    assert len(cut) == 4 and names[-2:] == ["x row-padded", "x column-major"]
+    assert values[4:] == [(1, "large"), (2, "large")]
+    cut = [s["name"] for s in plan["skipped"] if "at most 6" in s["why"]]
+    assert [c.split(" ", 1)[0] for c in cut] == ["weight", "bias"] * 3
+    assert [c.rsplit("(", 1)[1] for c in cut] == ["offset)"] * 2 + ["tiny)"] * 2 + ["2 per row)"] * 2
+    assert names[-2:] == ["x row-padded", "x column-major"]
 
 
 def test_slots_combine_one_shape_one_value_part_one_layout() -> None:

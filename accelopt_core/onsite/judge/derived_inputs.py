@@ -28,8 +28,11 @@ from .compare import is_array, is_tensor
 #: request.
 MAX_PARTS = 3
 #: Most slots derived per harness (checked calls per candidate); the value parts and layouts
-#: past it are skipped with a reason. Eight holds a two-input kernel's 4 + 4 value parts.
-MAX_SLOTS = 8
+#: past it are skipped with a reason. Six holds the first floating input's 4 value parts and
+#: ``large`` and ``offset`` of the next one: with 8 (all 4 of a second input), a candidate's
+#: evaluation of examples/triton/rmsnorm.py cost 27 % more than without derived inputs, past
+#: issue 29's 20 % (benchmarks/README.md, "Derived inputs").
+MAX_SLOTS = 6
 #: The order of the value parts of the inputs after the first floating one (the data): the
 #: kinds that catch most first, so that :data:`MAX_SLOTS` cuts the least telling ones.
 _LATER_ORDER = ("large", "offset", "tiny", "outliers")
