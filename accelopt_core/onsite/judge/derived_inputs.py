@@ -29,7 +29,8 @@ from .compare import is_array, is_tensor
 MAX_PARTS = 3
 #: Most slots derived per harness (checked calls per candidate); the value parts and layouts
 #: past it are skipped with a reason. Six holds the first floating input's 4 value parts and
-#: ``large`` and ``offset`` of the next one: with 8 (all 4 of a second input), a candidate's
+#: two more (``large`` and ``offset`` of a second input; ``large`` of a second and a third, as
+#: a layer norm's weight and bias): with 8 (all 4 of a second input), a candidate's
 #: evaluation of examples/triton/rmsnorm.py cost 27 % more than without derived inputs, past
 #: issue 29's 20 % (benchmarks/README.md, "Derived inputs").
 MAX_SLOTS = 6
