@@ -70,7 +70,6 @@ class Learner:
         self._tally = tally
         self._background = Background()
         self._hacks: set[str] = set()
-        self.added = 0
         self.experiences: list[dict[str, Any]] = []
 
     def learn(self, slow: Candidate, fast: Candidate, *, positive: bool) -> None:
@@ -155,8 +154,12 @@ class Learner:
         except Exception as exc:  # MemoryUnavailable, disk error: go on
             self._tally.warn(f"optimization memory not updated: {exc}")
 
+    @property
+    def added(self) -> int:
+        """Experiences written so far."""
+        return len(self.experiences)
+
     def _added(self, experience: Any) -> None:
-        self.added += 1
         self.experiences.append(experience_record(experience))
 
     async def _summarize(
