@@ -266,6 +266,98 @@ def test_the_judge_reads_the_python_environment_but_not_the_home_directory(
     }
 
 
+#: What the CUDA driver's initialisation does (seen with an LD_PRELOAD shim on an H100, driver
+#: 580, .device/sandbox-probe --trace): name a helper thread with ``fopen(".../comm", "wb")``.
+#: Landlock refusing it made ``cudaGetDeviceCount`` fail with error 304 in every judge.
+NAME_A_THREAD = """
+import threading
+def name_a_thread():
+    started, done = threading.Event(), threading.Event()
+    t = threading.Thread(target=lambda: (started.set(), done.wait()))
+    t.start()
+    started.wait()
+    comm = f"/proc/self/task/{t.native_id}/comm"
+    try:
+        with open(comm, "wb") as f:
+            f.write(b"cuda-EvtHandlr")
+        with open(comm) as f:
+            return f.read().strip()
+    except OSError as exc:
+        return type(exc).__name__
+    finally:
+        done.set()
+        t.join()
+"""
+
+
+@needs_landlock
+def test_a_confined_judge_and_its_candidates_name_their_threads_as_the_cuda_driver_does() -> None:
+    def body() -> dict[str, str]:
+        from accelopt_core.onsite.judge.peers import new_dirs
+
+        policy.setup_worker()
+        policy.confine_judge(new_dirs())
+        scope: dict = {}
+        exec(NAME_A_THREAD, scope)
+        candidate = subprocess.run(  # another process, forked after the judge was confined
+            [sys.executable, "-c", NAME_A_THREAD + "print(name_a_thread())"],
+            capture_output=True,
+            text=True,
+        )
+        return {
+            "judge": scope["name_a_thread"](),
+            "candidate": candidate.stdout.strip() or candidate.stderr[-300:],
+            # files beneath /proc are written, never made: procfs and the rule agree
+            "new file in /proc/self": attempt(write("/proc/self/accelopt-marker")),
+        }
+
+    out = in_child(body)
+    assert out.pop("new file in /proc/self") != "ok"
+    assert out == {"judge": "cuda-EvtHandlr", "candidate": "cuda-EvtHandlr"}
+
+
+@needs_landlock
+def test_the_systems_settings_under_proc_stay_read_only_in_the_sandbox() -> None:
+    """The rule that lets CUDA name its threads covers all of /proc; as root (this test's CI),
+    a sysctl would pass the kernel's own check: the worker's mount namespace keeps it
+    read-only, and nothing of that namespace reaches the test's."""
+    mounts = Path("/proc/self/mountinfo").read_text()
+    sysctl = "/proc/sys/vm/swappiness"
+    same = Path(sysctl).read_text()  # written back unchanged, should the sandbox fail
+
+    def body() -> dict[str, str]:
+        from accelopt_core.onsite.judge.peers import new_dirs
+
+        state = policy.setup_worker()
+        policy.confine_judge(new_dirs())
+        code = (
+            "import json, os\n"
+            "def attempt(f):\n"
+            "    try:\n        f()\n        return 'ok'\n"
+            "    except OSError as e:\n        return os.strerror(e.errno)\n"
+            f"print(json.dumps({{'sysctl': attempt(lambda: open({sysctl!r}, 'w').write({same!r})),"
+            " 'sysrq': attempt(lambda: open('/proc/sysrq-trigger', 'w')),"
+            " 'read': attempt(lambda: open('/proc/meminfo').read()),"
+            " 'own comm': attempt(lambda: open('/proc/self/comm', 'w').write('cand'))}))"
+        )
+        candidate = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        out = json.loads(candidate.stdout or "{}") or {"error": candidate.stderr[-300:]}
+        return {**out, "procfs": str(state["procfs"]), "note": str(policy.note())}
+
+    out = in_child(body)
+    assert out.pop("procfs").startswith("read-only but the processes"), out
+    refused = os.strerror(errno.EROFS) if os.geteuid() == 0 else out["sysctl"]
+    assert out == {
+        "sysctl": refused,
+        "sysrq": refused if os.path.exists("/proc/sysrq-trigger") else "No such file or directory",
+        "read": "ok",
+        "own comm": "ok",
+        "note": "None",
+    }
+    assert out["sysctl"] != "ok"
+    assert Path("/proc/self/mountinfo").read_text() == mounts
+
+
 def test_the_home_directories_are_cut_out_of_the_readable_tree(tmp_path: Path) -> None:
     for d in ("a", "b/c", "home/user/venv/lib", "home/user/.ssh", "home/other"):
         (tmp_path / d).mkdir(parents=True)

@@ -3,9 +3,11 @@
 
 - :mod:`.environment`: the allowlisted environment (no API keys; ``HOME``/``TMPDIR`` = the
   evaluation's scratch directory; the compiler caches shared by the candidates).
-- :mod:`.landlock`: writes only to the scratch directory, the compiler caches and the device
-  nodes; no reads of the home directories beyond the Python environment (Linux Landlock, a
-  small ctypes layer over its three system calls).
+- :mod:`.landlock`: writes only to the scratch directory, the compiler caches, the device
+  nodes and the existing files beneath ``/proc``; no reads of the home directories beyond the
+  Python environment (Linux Landlock, a small ctypes layer over its three system calls).
+- :mod:`.procfs`: ``/proc`` read-only but the processes' own directories (a mount namespace
+  of the worker's own), since Landlock lets the files beneath ``/proc`` be written (CUDA).
 - :mod:`.netns` and :mod:`.seccomp`: no network (a new user + network namespace, else a
   seccomp filter refusing ``socket()`` for AF_INET/AF_INET6).
 - :mod:`.bwrap`: bubblewrap around the worker where the kernel has no usable Landlock.

@@ -40,6 +40,9 @@ SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 READ = EXECUTE | READ_FILE | READ_DIR
 #: The rights that apply to a file (not a directory) in a rule.
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE
+#: Read, list, and write or truncate existing files (``open(path, "w")`` of a file that
+#: exists needs ``WRITE_FILE`` and, from ABI 3, ``TRUNCATE``; no ``MAKE_*``).
+FILES_WRITE = READ | WRITE_FILE | TRUNCATE
 
 
 def _structs():
@@ -121,11 +124,14 @@ def ruleset(
     writable: Iterable[str],
     version: int | None = None,
     listable: Iterable[str] = (),
+    files_writable: Iterable[str] = (),
 ) -> int:
     """A new ruleset (its fd, close-on-exec): read and execute only beneath ``readable`` and
     ``writable``, write (create, remove, rename into, truncate) only beneath ``writable`` (a
-    file in either list: that file alone), list (names only) beneath ``listable``; missing
-    paths are skipped. From ABI 6 also scoped:
+    file in either list: that file alone), list (names only) beneath ``listable``, open the
+    existing files beneath ``files_writable`` for writing and truncation (nothing created,
+    removed or renamed there: :data:`FILES_WRITE`); missing paths are skipped. From ABI 6 also
+    scoped:
     no signals to, and no abstract Unix sockets of, processes outside the domain. Enforce it
     with :func:`enforce`; more paths with :func:`grant`.
 
@@ -147,6 +153,7 @@ def ruleset(
         grant(fd, writable, handled(version))
         grant(fd, readable, READ)
         grant(fd, listable, READ_DIR)
+        grant(fd, files_writable, FILES_WRITE & handled(version))
     except BaseException:
         os.close(fd)
         raise

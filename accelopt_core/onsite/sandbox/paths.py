@@ -11,6 +11,7 @@
 - Write: the evaluation's scratch directories, the compiler caches, ``/dev/null`` and the
   accelerators' device nodes (:func:`device_nodes`: ``/dev/nvidia*`` and ``/dev/nvidia-caps``
   for CUDA, ``/dev/neuron*`` for the Neuron runtime, ``/dev/kfd`` and ``/dev/dri`` for ROCm).
+- Write existing files, create nothing: beneath ``/proc`` (:data:`FILES_WRITABLE`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ PATH_PREFIXES = ("TRITON_", "NEURON_", "CUDA_")
 #: ``/dev/neuron*`` there).
 DEV_READABLE = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 LISTABLE = ("/dev",)
+
+#: Where existing files may be opened for writing and truncated, and nothing created or
+#: removed (:data:`.landlock.FILES_WRITE`). The CUDA driver's initialisation (``cuInit``, under
+#: ``cudaGetDeviceCount``) names its helper threads with ``fopen("/proc/self/task/<tid>/comm",
+#: "wb")`` and fails with error 304 ("OS call failed") when Landlock refuses it (found with
+#: .device/sandbox-probe on an H100, driver 580.159, 2026-11-26). ``/proc/self`` names another
+#: directory in every process and the candidates are forked after the judge is confined, so
+#: the rule is on ``/proc``. The kernel's own checks keep an ordinary user to its own
+#: processes' settings; for root, :mod:`.procfs` makes the rest of ``/proc`` read-only.
+FILES_WRITABLE = ("/proc",)
 
 #: Device nodes a candidate may open for writing (those present), by glob.
 DEVICE_GLOBS = (

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import platform
 
-from . import bwrap, environment, landlock, netns, paths, seccomp
+from . import bwrap, environment, landlock, netns, paths, procfs, seccomp
 from .launch import disabled, landlock_abi
 from .scratch import scratch_roots
 
@@ -33,7 +33,7 @@ NOTE_PREFIX = "sandbox: "
 
 #: What :func:`setup_worker` did: ``network`` and ``filesystem`` (how, or None),
 #: ``network_why`` / ``filesystem_why`` (why not), ``caches`` (writable directories),
-#: ``readable`` (read rules for Landlock).
+#: ``readable`` (read rules for Landlock), ``procfs`` / ``procfs_why`` (:mod:`.procfs`).
 STATE: dict = {}
 
 
@@ -92,11 +92,18 @@ def setup_worker() -> dict:
     STATE["filesystem"], STATE["filesystem_why"] = _filesystem(off)
     STATE["scratch"] = scratch_roots()
     STATE["ruleset"] = None
+    STATE["procfs"] = None
     if (STATE["filesystem"] or "").startswith("landlock"):
+        try:  # the rules let /proc's files be written: the system's settings read-only first
+            STATE["procfs"] = f"read-only but the processes ({procfs.protect()} entries)"
+        except OSError as exc:
+            STATE["procfs_why"] = str(exc)
         writable = STATE["scratch"] + STATE["caches"] + paths.device_nodes()
         try:
             readable = paths.readable(os.environ, writable)
-            STATE["ruleset"] = landlock.ruleset(readable, writable, listable=paths.LISTABLE)
+            STATE["ruleset"] = landlock.ruleset(
+                readable, writable, listable=paths.LISTABLE, files_writable=paths.FILES_WRITABLE
+            )
         except OSError as exc:
             STATE["filesystem"], STATE["filesystem_why"] = None, f"Landlock failed: {exc}"
     return STATE
@@ -154,6 +161,10 @@ def note() -> str | None:
         )
     if not state["network"]:
         missing.append(f"no network isolation ({state['network_why']})")
+    if state["filesystem"] and state.get("procfs_why") and os.geteuid() == 0:
+        missing.append(
+            f"the system's settings under /proc writable by root ({state['procfs_why']})"
+        )
     if not missing:
         return None
     return (
