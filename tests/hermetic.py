@@ -38,8 +38,9 @@ from pathlib import Path
 TERMINAL_COLUMNS = 240
 
 #: ``ACCELOPT_*`` variables that configure the test run itself (not the product): kept.
+#: ``ACCELOPT_GPU_``: the device check's deadline and figures file (.device/gpu-check).
 TEST_KNOBS = ("ACCELOPT_TEST_", "ACCELOPT_VSCODE_E2E", "ACCELOPT_VSIX", "ACCELOPT_CODE_SERVER",
-              "ACCELOPT_CHROMIUM", "ACCELOPT_E2E_")  # fmt: skip
+              "ACCELOPT_CHROMIUM", "ACCELOPT_E2E_", "ACCELOPT_GPU_")  # fmt: skip
 
 #: Prefixes of the variables removed for the session.
 SCRUBBED = ("ACCELOPT_", "OPENAI_", "TRITON_", "NKI_", "NEURON_")
