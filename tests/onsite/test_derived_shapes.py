@@ -21,6 +21,10 @@ from tests.shapes.specialized import (
     SPECIALIZED,
 )
 
+#: Every test reads the module's baseline runs (several real evaluations each): the fast tier
+#: keeps the derivation's unit tests (tests/shapes/test_derived.py).
+pytestmark = pytest.mark.slow
+
 
 def _run(candidate: str, harness: str, entry: str, **fields) -> EvalResult:
     return run_entry(candidate, harness, entry, **fields)

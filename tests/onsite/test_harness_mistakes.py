@@ -6,6 +6,8 @@ interpreter (the add example of ``tests/candidates``)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.onsite.runs import BASE, run_worker
 
 
@@ -22,6 +24,7 @@ def test_get_inputs_returning_one_tensor_is_named_as_the_harness_mistake():
     assert "return (x,)" in result.message
 
 
+@pytest.mark.slow  # waits out the harness's 10 s
 def test_a_reference_that_never_returns_is_the_harness_hang_not_the_candidates():
     hung = _harness("    return x + y\n", "    while True:\n        pass\n")
     result, _ = run_worker(BASE, harness_source=hung, baseline_source=BASE, timeout_s=20.0)
@@ -32,6 +35,7 @@ def test_a_reference_that_never_returns_is_the_harness_hang_not_the_candidates()
     assert "candidate was not blamed" in result.message
 
 
+@pytest.mark.slow  # waits out the evaluation's 20 s
 def test_a_harness_file_that_hangs_at_import_is_named():
     hung = BASE + "\n\nwhile True:\n    pass\n"
     result, _ = run_worker(BASE, harness_source=hung, baseline_source=BASE, timeout_s=20.0)

@@ -5,6 +5,8 @@ iteration's last sample is still being evaluated. Order of events only, no clock
 
 from __future__ import annotations
 
+import pytest
+
 from accelopt_core.evaluation import Evaluator
 from accelopt_core.kernelfile import KernelFile, parse_kernel_file
 from accelopt_core.proposers import Plan, ProposalContext, Sample
@@ -43,6 +45,7 @@ class RecordingProposer(OfflineProposer):
         return samples
 
 
+@pytest.mark.slow  # a real two-iteration search
 async def test_next_iteration_plans_while_the_last_sample_is_evaluated(
     one_slot_evaluator: Evaluator,
 ) -> None:

@@ -26,6 +26,10 @@ from tests.values.kernels import (
     SOFTMAX_FILE,
 )
 
+#: Real evaluations of baselines and of each shortcut (several each): the fast tier keeps the
+#: derivation's unit tests (tests/values/test_derive.py).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SEEDS = [1, 2, 3]
