@@ -358,6 +358,40 @@ def test_the_systems_settings_under_proc_stay_read_only_in_the_sandbox() -> None
     assert Path("/proc/self/mountinfo").read_text() == mounts
 
 
+@needs_landlock
+def test_the_proc_rule_reaches_no_file_through_procs_links(tmp_path: Path) -> None:
+    """``/proc/self/root``, ``/proc/self/cwd`` and ``/proc/self/fd/N`` lead out of ``/proc``:
+    Landlock judges the file they lead to, not the ``/proc`` path, so the rule that lets CUDA
+    write beneath ``/proc`` opens nothing else."""
+    target = tmp_path / "outside.txt"
+    target.write_text("original")
+
+    def body() -> dict[str, str]:
+        from accelopt_core.onsite.judge.peers import new_dirs
+
+        fd = os.open(target, os.O_RDONLY)  # a read-only descriptor the candidate inherits
+        policy.setup_worker()
+        policy.confine_judge(new_dirs())
+        up = "/".join([".."] * 12)  # from the scratch working directory up to /
+        code = (
+            "import json, os\n"
+            "def attempt(p):\n"
+            "    try:\n        open(p, 'w').write('overwritten')\n        return 'ok'\n"
+            "    except OSError as e:\n        return os.strerror(e.errno)\n"
+            f"print(json.dumps({{'root': attempt('/proc/self/root{target}'),"
+            f" 'cwd': attempt('/proc/self/cwd/{up}{target}'),"
+            f" 'fd': attempt('/proc/self/fd/{fd}')}}))"
+        )
+        candidate = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, pass_fds=(fd,)
+        )
+        return json.loads(candidate.stdout or "{}") or {"error": candidate.stderr[-300:]}
+
+    denied = os.strerror(errno.EACCES)
+    assert in_child(body) == {"root": denied, "cwd": denied, "fd": denied}
+    assert target.read_text() == "original"
+
+
 def test_the_home_directories_are_cut_out_of_the_readable_tree(tmp_path: Path) -> None:
     for d in ("a", "b/c", "home/user/venv/lib", "home/user/.ssh", "home/other"):
         (tmp_path / d).mkdir(parents=True)
