@@ -39,7 +39,7 @@ _KEPT = {
 }
 
 
-def _call(libc, ret: int, what: str) -> None:
+def _call(ret: int, what: str) -> None:
     if ret != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
@@ -63,8 +63,8 @@ def protect(proc: str = "/proc") -> int:
             be half done then: the caller records the failure; nothing reaches the host).
     """
     libc = ctypes.CDLL(None, use_errno=True)
-    _call(libc, libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    _call(libc, libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    _call(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _call(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     covered = []
     for path in system_entries(proc):
         if os.path.islink(path):
@@ -73,7 +73,7 @@ def protect(proc: str = "/proc") -> int:
         ret = libc.mount(target, target, None, MS_BIND | MS_REC, None)
         if ret != 0 and ctypes.get_errno() == 2:  # ENOENT: gone since the listing
             continue
-        _call(libc, ret, f"mount --bind {path}")
+        _call(ret, f"mount --bind {path}")
         covered.append(path)
     # each mount beneath them too (/proc/sys/fs/binfmt_misc): a remount is not recursive
     for point in mount_points_beneath(covered):
@@ -81,7 +81,7 @@ def protect(proc: str = "/proc") -> int:
         kept = sum(ms for st, ms in _KEPT.items() if flags & st)
         remount = MS_REMOUNT | MS_BIND | MS_RDONLY | kept
         ret = libc.mount(None, point.encode(), None, remount, None)
-        _call(libc, ret, f"remount {point} read-only")
+        _call(ret, f"remount {point} read-only")
     return len(covered)
 
 
