@@ -316,6 +316,24 @@ def test_a_confined_judge_and_its_candidates_name_their_threads_as_the_cuda_driv
     assert out == {"judge": "cuda-EvtHandlr", "candidate": "cuda-EvtHandlr"}
 
 
+def candidate_attempts(actions: dict[str, str], pass_fds: tuple[int, ...] = ()) -> dict[str, str]:
+    """Run each Python statement of ``actions`` in a new process (a candidate, forked after the
+    caller's confinement): ``{name: "ok" or the strerror it failed with}``."""
+    code = (
+        "import json, os\n"
+        "def attempt(f):\n"
+        "    try:\n        f()\n        return 'ok'\n"
+        "    except OSError as e:\n        return os.strerror(e.errno)\n"
+        "print(json.dumps({"
+        + ", ".join(f"{name!r}: attempt(lambda: {act})" for name, act in actions.items())
+        + "}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, pass_fds=pass_fds
+    )
+    return json.loads(done.stdout or "{}") or {"error": done.stderr[-300:]}
+
+
 @needs_landlock
 def test_the_systems_settings_under_proc_stay_read_only_in_the_sandbox() -> None:
     """The rule that lets CUDA name its threads covers all of /proc; as root (this test's CI),
@@ -330,18 +348,14 @@ def test_the_systems_settings_under_proc_stay_read_only_in_the_sandbox() -> None
 
         state = policy.setup_worker()
         policy.confine_judge(new_dirs())
-        code = (
-            "import json, os\n"
-            "def attempt(f):\n"
-            "    try:\n        f()\n        return 'ok'\n"
-            "    except OSError as e:\n        return os.strerror(e.errno)\n"
-            f"print(json.dumps({{'sysctl': attempt(lambda: open({sysctl!r}, 'w').write({same!r})),"
-            " 'sysrq': attempt(lambda: open('/proc/sysrq-trigger', 'w')),"
-            " 'read': attempt(lambda: open('/proc/meminfo').read()),"
-            " 'own comm': attempt(lambda: open('/proc/self/comm', 'w').write('cand'))}))"
+        out = candidate_attempts(
+            {
+                "sysctl": f"open({sysctl!r}, 'w').write({same!r})",
+                "sysrq": "open('/proc/sysrq-trigger', 'w')",
+                "read": "open('/proc/meminfo').read()",
+                "own comm": "open('/proc/self/comm', 'w').write('cand')",
+            }
         )
-        candidate = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        out = json.loads(candidate.stdout or "{}") or {"error": candidate.stderr[-300:]}
         return {**out, "procfs": str(state["procfs"]), "note": str(policy.note())}
 
     out = in_child(body)
@@ -373,19 +387,13 @@ def test_the_proc_rule_reaches_no_file_through_procs_links(tmp_path: Path) -> No
         policy.setup_worker()
         policy.confine_judge(new_dirs())
         up = "/".join([".."] * 12)  # from the scratch working directory up to /
-        code = (
-            "import json, os\n"
-            "def attempt(p):\n"
-            "    try:\n        open(p, 'w').write('overwritten')\n        return 'ok'\n"
-            "    except OSError as e:\n        return os.strerror(e.errno)\n"
-            f"print(json.dumps({{'root': attempt('/proc/self/root{target}'),"
-            f" 'cwd': attempt('/proc/self/cwd/{up}{target}'),"
-            f" 'fd': attempt('/proc/self/fd/{fd}')}}))"
-        )
-        candidate = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, pass_fds=(fd,)
-        )
-        return json.loads(candidate.stdout or "{}") or {"error": candidate.stderr[-300:]}
+        links = {
+            "root": f"/proc/self/root{target}",
+            "cwd": f"/proc/self/cwd/{up}{target}",
+            "fd": f"/proc/self/fd/{fd}",
+        }
+        actions = {k: f"open({p!r}, 'w').write('overwritten')" for k, p in links.items()}
+        return candidate_attempts(actions, pass_fds=(fd,))
 
     denied = os.strerror(errno.EACCES)
     assert in_child(body) == {"root": denied, "cwd": denied, "fd": denied}

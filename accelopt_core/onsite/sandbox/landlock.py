@@ -69,7 +69,9 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _check(ret: int, what: str) -> int:
+def checked(ret: int, what: str) -> int:
+    """``ret`` of a C library call (one loaded with ``use_errno``), or OSError with its errno
+    and ``what`` in the message when it is negative (-1: the call failed)."""
     if ret < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
@@ -110,7 +112,7 @@ def _add(libc, attr_class, ruleset: int, path: str, access: int) -> bool:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             access &= FILE_RIGHTS
         attr = attr_class(access, fd)
-        _check(
+        checked(
             libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(attr), 0),
             f"landlock_add_rule({path})",
         )
@@ -145,7 +147,7 @@ def ruleset(
     ruleset_attr = _structs()[0]
     attr = ruleset_attr(handled(version), 0, scopes)
     size = ctypes.sizeof(ruleset_attr) if version >= 6 else 8 if version < 4 else 16
-    fd = _check(
+    fd = checked(
         _libc().syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0),
         "landlock_create_ruleset",
     )
@@ -180,8 +182,8 @@ def enforce(fd: int) -> None:
         OSError: the kernel refused.
     """
     libc = _libc()
-    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-    _check(libc.syscall(SYS_RESTRICT_SELF, fd, 0), "landlock_restrict_self")
+    checked(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    checked(libc.syscall(SYS_RESTRICT_SELF, fd, 0), "landlock_restrict_self")
 
 
 def restrict(readable: Iterable[str], writable: Iterable[str], version: int | None = None) -> int:

@@ -21,7 +21,11 @@ its own and covers the same entries itself.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
+
+from .landlock import checked
+from .paths import under
 
 CLONE_NEWNS = 0x00020000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -37,12 +41,6 @@ _KEPT = {
     os.ST_NODIRATIME: MS_NODIRATIME,
     os.ST_RELATIME: MS_RELATIME,
 }
-
-
-def _call(ret: int, what: str) -> None:
-    if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def system_entries(proc: str = "/proc") -> list[str]:
@@ -63,17 +61,17 @@ def protect(proc: str = "/proc") -> int:
             be half done then: the caller records the failure; nothing reaches the host).
     """
     libc = ctypes.CDLL(None, use_errno=True)
-    _call(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    _call(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    checked(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    checked(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     covered = []
     for path in system_entries(proc):
         if os.path.islink(path):
             continue
         target = path.encode()
         ret = libc.mount(target, target, None, MS_BIND | MS_REC, None)
-        if ret != 0 and ctypes.get_errno() == 2:  # ENOENT: gone since the listing
+        if ret != 0 and ctypes.get_errno() == errno.ENOENT:  # gone since the listing
             continue
-        _call(ret, f"mount --bind {path}")
+        checked(ret, f"mount --bind {path}")
         covered.append(path)
     # each mount beneath them too (/proc/sys/fs/binfmt_misc): a remount is not recursive
     for point in mount_points_beneath(covered):
@@ -81,17 +79,17 @@ def protect(proc: str = "/proc") -> int:
         kept = sum(ms for st, ms in _KEPT.items() if flags & st)
         remount = MS_REMOUNT | MS_BIND | MS_RDONLY | kept
         ret = libc.mount(None, point.encode(), None, remount, None)
-        _call(ret, f"remount {point} read-only")
+        checked(ret, f"remount {point} read-only")
     return len(covered)
 
 
-def mount_points_beneath(paths: list[str]) -> list[str]:
-    """This process's mount points (``/proc/self/mountinfo``) that are one of ``paths`` or
+def mount_points_beneath(roots: list[str]) -> list[str]:
+    """This process's mount points (``/proc/self/mountinfo``) that are one of ``roots`` or
     beneath one, parents first."""
     out = []
     with open("/proc/self/mountinfo") as f:
         for line in f:
             point = line.split()[4].replace("\\040", " ")
-            if any(point == p or point.startswith(p + "/") for p in paths):
+            if under(point, roots):
                 out.append(point)
     return sorted(dict.fromkeys(out), key=lambda p: p.count("/"))
