@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Any
 
+from . import interp_overhead
+
 _TAG = "accelopt_candidate_launch"  # key set in the launch metadata of the candidate's kernels
 _STATE = "_accelopt_launch_state"  # attribute of the triton package: the process-wide state
 _MARK = "_accelopt_launch_wrapper"  # attribute on our wrappers and hook (idempotent install)
@@ -135,11 +137,13 @@ def _install_compiled() -> None:
 
 
 def _install_interpreter() -> None:
-    """Wrap ``GridExecutor.__call__`` of the Triton interpreter (once)."""
+    """Wrap ``GridExecutor.__call__`` of the Triton interpreter (once), and remove the
+    interpreter's wasted work (:mod:`.interp_overhead`)."""
     try:
         from triton.runtime.interpreter import GridExecutor
     except ImportError:  # pragma: no cover - every Triton 3.x has it
         return
+    interp_overhead.install()
     original = GridExecutor.__call__
     if getattr(original, _MARK, False):
         return
@@ -147,14 +151,15 @@ def _install_interpreter() -> None:
     def __call__(self, *args, **kwargs):
         counter = _state()["counter"]
         fn = getattr(self, "fn", None)
-        if not _owns(counter, fn):
-            return original(self, *args, **kwargs)
-        start = time.perf_counter()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            name = str(getattr(_function(fn), "__name__", "") or "kernel")
-            counter._record(name, (time.perf_counter() - start) * 1000.0)
+        with interp_overhead.launch():
+            if not _owns(counter, fn):
+                return original(self, *args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                name = str(getattr(_function(fn), "__name__", "") or "kernel")
+                counter._record(name, (time.perf_counter() - start) * 1000.0)
 
     __call__._accelopt_launch_wrapper = True  # type: ignore[attr-defined]
     GridExecutor.__call__ = __call__

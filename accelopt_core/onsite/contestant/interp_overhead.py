@@ -1,0 +1,121 @@
+"""Two costs of the Triton CPU interpreter that change no result, removed in our processes.
+
+Read in Triton 3.9's ``triton/runtime/interpreter.py`` and ``triton/language/semantic.py``:
+
+- **Overflow checks that are thrown away.** ``InterpreterOptions.sanitize_overflow`` is True, so
+  every integer ``+``, ``-`` and ``*`` (offsets, pointers, loop indices) is done a second time
+  in int64, compared with the type's bounds and handed to ``device_assert``, which returns
+  without doing anything unless ``options.debug`` is set (it is not, under the interpreter).
+  With ``debug`` off we turn ``sanitize_overflow`` off: the same values, the same errors, a
+  quarter less work in an integer-heavy kernel.
+- **Patching ``triton.language`` again on every device-function call.** A launch
+  (``GridExecutor.__call__``) patches ``triton.language`` for the interpreter once
+  (``_patch_lang``, ``inspect.getmembers`` over ``tl``, ``tl.tensor``, ``tl.math``...), and
+  restores it at the end. Every call of a ``@triton.jit`` helper inside the kernel, including
+  ``tl.max``, ``tl.sum``, ``tl.softmax`` and the other ``triton.language.standard`` functions,
+  calls ``_patch_lang`` again for the helper's module, on every call in every program, and
+  never restores that pass. The patches are stateless (the same wrappers and closures each
+  time), so once a launch has patched a module (``tl``, or ``tl.core`` for the standard
+  library), a later pass over it in the same launch changes nothing, and we skip it. The first
+  pass over each module in each launch is Triton's own.
+
+Measured on the five examples (``benchmarks/interpreter_overhead.py``, figures in
+``benchmarks/README.md``). On the GPU path nothing here runs. A Triton without these internals
+(``_patch_lang``, ``interpreter_builder``, ``sanitize_overflow``) is left as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_MARK = "_accelopt_overhead"  # set on our _patch_lang wrapper (install once per process)
+_SPAN = "_accelopt_launch_span"  # attribute of triton.runtime.interpreter: the launch state
+
+
+def _span() -> dict[str, Any]:
+    """The process-wide launch state, kept on ``triton.runtime.interpreter`` (so two copies of
+    this module, loaded from disk and from the worker's bundle, share it): ``launch`` (a launch
+    is running) and ``patched`` (ids of the ``triton.language`` modules patched so far in the
+    running launch; None before its first ``_patch_lang`` pass)."""
+    from triton.runtime import interpreter as ti
+
+    state = getattr(ti, _SPAN, None)
+    if state is None:
+        state = {"launch": False, "patched": None}
+        setattr(ti, _SPAN, state)
+    return state
+
+
+class _Unchanged:
+    """The scope of a skipped ``_patch_lang`` pass: nothing to restore."""
+
+    def restore(self) -> None:
+        return None
+
+
+def _lang_ids(fn: Any, lang_modules: tuple[Any, ...]) -> frozenset[int]:
+    """Ids of the ``triton.language`` modules in ``fn.__globals__``, as ``_patch_lang`` picks
+    them (``tl`` and ``tl.core`` under any name)."""
+    glob = getattr(fn, "__globals__", None) or {}
+    return frozenset(
+        id(v) for v in glob.values() if inspect.ismodule(v) and any(v is m for m in lang_modules)
+    )
+
+
+def install() -> bool:
+    """Remove both costs in this process (idempotent). Call after ``triton`` is imported under
+    ``TRITON_INTERPRET=1``; harmless otherwise. Returns True when the ``_patch_lang`` wrapper is
+    in place (now or from an earlier call), False when this Triton lacks the internals."""
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter as ti
+    except ImportError:
+        return False
+    builder = getattr(ti, "interpreter_builder", None)
+    options = getattr(builder, "options", None)
+    if (
+        dataclasses.is_dataclass(options)
+        and getattr(options, "sanitize_overflow", False)
+        and not getattr(options, "debug", True)
+    ):
+        builder.options = dataclasses.replace(options, sanitize_overflow=False)
+
+    original = getattr(ti, "_patch_lang", None)
+    if original is None:
+        return False
+    if getattr(original, _MARK, False):
+        return True
+    lang_modules = (tl, getattr(tl, "core", tl))
+    state = _span()
+
+    def _patch_lang(fn: Any) -> Any:
+        if not state["launch"]:
+            return original(fn)
+        langs = _lang_ids(fn, lang_modules)
+        patched = state["patched"]
+        if patched is not None and langs <= patched:  # a helper's pass, nothing new to patch
+            return _Unchanged()
+        scope = original(fn)
+        state["patched"] = langs | (patched or frozenset())
+        return scope
+
+    setattr(_patch_lang, _MARK, True)
+    ti._patch_lang = _patch_lang
+    return True
+
+
+@contextmanager
+def launch() -> Iterator[None]:
+    """The span of one interpreter launch (``GridExecutor.__call__``), in which a module is
+    patched for the interpreter once. Nests (the outer span's state comes back after)."""
+    state = _span()
+    saved = dict(state)
+    state["launch"], state["patched"] = True, None
+    try:
+        yield
+    finally:
+        state.update(saved)

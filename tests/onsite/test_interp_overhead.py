@@ -1,0 +1,130 @@
+"""The interpreter's wasted work is removed without changing a result
+(accelopt_core/onsite/contestant/interp_overhead.py).
+
+One subprocess under ``TRITON_INTERPRET=1`` (a fresh Triton, whose interpreter state the
+patches change for good) runs the same kernels before and after
+``LaunchCounter.install()``, with Triton's ``_patch_lang`` counted underneath.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+KERNELS = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_row(x, factor):
+    return x * factor
+
+
+@triton.jit
+def row_softmax_kernel(out_ptr, in_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * stride + cols, mask=mask, other=float("-inf"))
+    x = x - tl.max(x, axis=0)  # triton.language.standard: a helper that sees tl.core
+    e = tl.exp(x)
+    y = scale_row(e, 1.0 / tl.sum(e, axis=0))  # a helper of this module: sees tl
+    tl.store(out_ptr + row * stride + cols, y, mask=mask)
+
+
+@triton.jit
+def wrap_kernel(out_ptr, a, b):
+    # int32 overflow: wraps, as on a GPU without debug (Triton's check is thrown away there)
+    tl.store(out_ptr + tl.program_id(0), a * b + tl.program_id(0))
+
+
+def softmax(x):
+    out = torch.empty_like(x)
+    row_softmax_kernel[(x.shape[0],)](out, x, x.stride(0), x.shape[1], BLOCK=64)
+    return out
+
+
+def wrap(a, b, programs):
+    out = torch.zeros(programs, dtype=torch.int32)
+    wrap_kernel[(programs,)](out, a, b)
+    return out
+"""
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import torch
+    from triton.runtime import interpreter as ti
+    from accelopt_core.onsite.contestant.launches import LaunchCounter
+    from accelopt_core.onsite.runtime.loading import load_module
+
+    passes = [0]
+    original = ti._patch_lang
+    def counted(fn):
+        passes[0] += 1
+        return original(fn)
+    ti._patch_lang = counted
+
+    mod = load_module("accelopt_test_interp_kernels", sys.argv[1], "<kernels>")
+    x = torch.randn(8, 50, generator=torch.Generator().manual_seed(3))
+
+    def run():
+        passes[0] = 0
+        y = mod.softmax(x)
+        softmax_passes = passes[0]
+        w = mod.wrap(70000, 70000, 4)
+        return {"softmax": y.tolist(), "softmax_passes": softmax_passes,
+                "wrap": w.tolist(), "sanitize": ti.interpreter_builder.options.sanitize_overflow}
+
+    before = run()
+    LaunchCounter("accelopt_test_interp_kernels").install()
+    after = run()
+    after_again = run()
+    print(json.dumps({"before": before, "after": after, "again": after_again,
+                      "reference": torch.softmax(x, dim=1).tolist()}))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def record() -> dict:
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, KERNELS],
+        capture_output=True, text=True, env=env, timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_results_are_the_same_bits(record: dict) -> None:
+    before, after, again = record["before"], record["after"], record["again"]
+    assert after["softmax"] == before["softmax"] == again["softmax"]
+    got = torch.tensor(before["softmax"])
+    assert torch.allclose(got, torch.tensor(record["reference"]), rtol=0, atol=1e-6)
+    # 70000 * 70000 wraps in int32 the same way, with the overflow check on or off
+    wrapped = [(70000 * 70000 + i + 2**31) % 2**32 - 2**31 for i in range(4)]
+    assert after["wrap"] == before["wrap"] == wrapped
+
+
+def test_overflow_check_is_off_and_helpers_do_not_patch_again(record: dict) -> None:
+    before, after, again = record["before"], record["after"], record["again"]
+    assert before["sanitize"] is True and after["sanitize"] is False
+    # Triton alone: the launch's pass, then one per helper call (tl.max, tl.sum, scale_row)
+    # in each of the 8 programs
+    assert before["softmax_passes"] == 1 + 8 * 3
+    # Installed: the launch's pass over tl, one pass over tl.core for the standard library's
+    # helpers; scale_row and every later program patch nothing new
+    assert after["softmax_passes"] == again["softmax_passes"] == 2
