@@ -8,6 +8,7 @@ patches change for good) runs the same kernels before and after
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -128,3 +129,24 @@ def test_overflow_check_is_off_and_helpers_do_not_patch_again(record: dict) -> N
     # Installed: the launch's pass over tl, one pass over tl.core for the standard library's
     # helpers; scale_row and every later program patch nothing new
     assert after["softmax_passes"] == again["softmax_passes"] == 2
+
+
+def test_a_triton_without_the_internals_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    from triton.runtime import interpreter as ti
+
+    from accelopt_core.onsite.contestant import interp_overhead
+
+    @dataclasses.dataclass(frozen=True)
+    class Options:  # an options class whose copy fails
+        sanitize_overflow: bool = True
+        debug: bool = False
+
+        def __post_init__(self) -> None:
+            if not self.sanitize_overflow:
+                raise TypeError("cannot be copied")
+
+    options = Options()
+    monkeypatch.setattr(ti.interpreter_builder, "options", options)
+    monkeypatch.delattr(ti, "_patch_lang")
+    assert interp_overhead.install() is False
+    assert ti.interpreter_builder.options is options and not hasattr(ti, "_patch_lang")

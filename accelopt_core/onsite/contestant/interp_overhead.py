@@ -69,7 +69,8 @@ def _lang_ids(fn: Any, lang_modules: tuple[Any, ...]) -> frozenset[int]:
 def install() -> bool:
     """Remove both costs in this process (idempotent). Call after ``triton`` is imported under
     ``TRITON_INTERPRET=1``; harmless otherwise. Returns True when the ``_patch_lang`` wrapper is
-    in place (now or from an earlier call), False when this Triton lacks the internals."""
+    in place (now or from an earlier call), False when this Triton lacks the internals (then
+    nothing is changed but, where it can be, the overflow option). Never raises."""
     try:
         import triton.language as tl
         from triton.runtime import interpreter as ti
@@ -82,7 +83,10 @@ def install() -> bool:
         and getattr(options, "sanitize_overflow", False)
         and not getattr(options, "debug", True)
     ):
-        builder.options = dataclasses.replace(options, sanitize_overflow=False)
+        try:
+            builder.options = dataclasses.replace(options, sanitize_overflow=False)
+        except Exception:  # noqa: BLE001 - an options class we do not know: keep Triton's
+            pass
 
     original = getattr(ti, "_patch_lang", None)
     if original is None:
