@@ -41,7 +41,7 @@ HARNESS_VERSION = "1"
 #: issue 29 "7" (every candidate checked on the derived values and layouts the baseline is
 #: correct on, beside the derived shapes); issue 33 "8" (the interpreter no longer does the
 #: overflow checks Triton throws away nor re-patches ``triton.language`` per helper call,
-#: ``contestant/interp_overhead.py``: an interpreter latency is 10-70 % below a cached one of
+#: ``contestant/interp_overhead.py``: an interpreter latency is 1.2-5x below a cached one of
 #: the same kernel, and must not be ranked beside it).
 JUDGE_VERSION = "8"
 

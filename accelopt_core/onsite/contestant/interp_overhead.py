@@ -6,8 +6,8 @@ Read in Triton 3.9's ``triton/runtime/interpreter.py`` and ``triton/language/sem
   every integer ``+``, ``-`` and ``*`` (offsets, pointers, loop indices) is done a second time
   in int64, compared with the type's bounds and handed to ``device_assert``, which returns
   without doing anything unless ``options.debug`` is set (it is not, under the interpreter).
-  With ``debug`` off we turn ``sanitize_overflow`` off: the same values, the same errors, a
-  quarter less work in an integer-heavy kernel.
+  With ``debug`` off we turn ``sanitize_overflow`` off: the same values and no error either
+  way; about a quarter of a softmax's interpreter time under py-spy.
 - **Patching ``triton.language`` again on every device-function call.** A launch
   (``GridExecutor.__call__``) patches ``triton.language`` for the interpreter once
   (``_patch_lang``, ``inspect.getmembers`` over ``tl``, ``tl.tensor``, ``tl.math``...), and
