@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from ..protocol import result_dict
 from ..runtime.failures import _candidate_frame, _compilation_error, translate_compile_line
-from . import capture, facts, prewarm
+from . import capture, cubin, facts, prewarm
 from .devices import Device
 
 #: Most ``BENCH["shapes"]`` entries compiled besides the default inputs.
@@ -165,11 +165,12 @@ def _one_call(entry, harness, seed: int, calls: list, device: str) -> Callable[[
 
 
 def _run_entry(
-    setup: dict, dev: Device, recorder, ctx: dict, fresh: set[str]
+    setup: dict, dev: Device, recorder, ctx: dict, fresh: set[str], early: _EarlyStart | None = None
 ) -> tuple[dict | None, list]:
     """Load the harness and the candidate, then call the entry on each input set
     (:func:`_each_call`) while :class:`.prewarm.Prewarm`'s processes compile the later sets'
-    kernels (their fresh compiles are added to ``fresh``); ``(failure or None, warnings)``."""
+    kernels (their fresh compiles are added to ``fresh``) and ``early`` is armed;
+    ``(failure or None, warnings)``."""
     seed = int(setup.get("seed") or 1)
     try:
         harness, entry = _load(setup)
@@ -181,6 +182,8 @@ def _run_entry(
     # on a CUDA target the inputs are made on the GPU: forked children would each need a CUDA
     # context of their own, so the stage's own pass compiles alone there
     with prewarm.Prewarm(len(calls) if device == "cpu" else 1, run) as pool:
+        if early is not None:
+            early.arm()
         done = _each_call(run, [label for label, _ in calls], (dev, recorder, ctx))
     fresh |= pool.fresh
     return done
@@ -227,6 +230,53 @@ def _host_error(label: str, exc: BaseException, ctx: dict) -> str:
     )
 
 
+#: Seconds into the stage's pass after which the disassembler is started early: a pass over
+#: cached kernels ends before (30-100 ms on the 2-core development box), one that compiles a
+#: new kernel takes 0.3 s or more.
+EARLY_DISASSEMBLY_AFTER_S = 0.1
+
+
+class _EarlyStart:
+    """The disassembler started :data:`EARLY_DISASSEMBLY_AFTER_S` after :meth:`arm`, from a
+    timer thread, so that its start-up overlaps the compiles (:class:`.cubin.EarlyDisassembly`);
+    a pass that ends sooner (cached kernels) starts none. Armed after :class:`.prewarm.Prewarm`
+    has forked its processes: no fork happens while the timer thread may hold a lock."""
+
+    def __init__(self, capability: int) -> None:
+        import threading
+
+        self.capability = capability
+        self.started: cubin.EarlyDisassembly | None = None
+        self._lock = threading.Lock()
+        self._stopped = self._armed = False
+        self._timer = threading.Timer(EARLY_DISASSEMBLY_AFTER_S, self._start)
+        self._timer.daemon = True
+
+    def arm(self) -> None:
+        """Start the timer (once)."""
+        if not self._armed:
+            self._armed = True
+            self._timer.start()
+
+    def _start(self) -> None:
+        with self._lock:
+            if not self._stopped:
+                self.started = cubin.EarlyDisassembly(self.capability)
+
+    def stop(self) -> cubin.EarlyDisassembly | None:
+        """Start none from now on; the one started, if any."""
+        self._timer.cancel()  # harmless on a timer never started
+        with self._lock:
+            self._stopped = True
+            return self.started
+
+    def cancel(self) -> None:
+        """:meth:`stop`, and kill the one started. Idempotent."""
+        started = self.stop()
+        if started is not None:
+            started.cancel()
+
+
 def run_stage(setup: dict) -> dict:
     """Compile every launch of the entry for ``setup["gpu"]`` (a :class:`.devices.Device`).
 
@@ -243,13 +293,17 @@ def run_stage(setup: dict) -> dict:
     recorder = capture.install(dev)
     fresh = _listen_compiles()
     ctx = {"cand_file": setup["cand_file"], "cand_tree": _tree(setup["candidate_source"])}
-    failure, warnings = _run_entry(setup, dev, recorder, ctx, fresh)
-    if failure is not None:
-        return {"failure": failure}
+    early = _EarlyStart(dev.capability)
     try:
-        kernels, more = facts.collect(recorder.launches, dev)
-    except Exception as exc:  # noqa: BLE001 - a tool failed: no facts, no verdict
-        kernels, more = [], [f"compile stage: {type(exc).__name__}: {exc}"[:400]]
+        failure, warnings = _run_entry(setup, dev, recorder, ctx, fresh, early)
+        if failure is not None:
+            return {"failure": failure}
+        try:
+            kernels, more = facts.collect(recorder.launches, dev, early.stop())
+        except Exception as exc:  # noqa: BLE001 - a tool failed: no facts, no verdict
+            kernels, more = [], [f"compile stage: {type(exc).__name__}: {exc}"[:400]]
+    finally:
+        early.cancel()
     hashes = {launch.hash for launch in recorder.launches}
     gpu = {
         "device": dev.name,

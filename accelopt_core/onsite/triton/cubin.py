@@ -2,7 +2,9 @@
 ``triton/backends/nvidia/bin`` (issue 21): ``cuobjdump --dump-resource-usage`` (registers,
 stack, static shared and local memory per thread of each function in the cubin), ``ptxas -v``
 run on the kernel's PTX with Triton's own flags (spill stores and loads, bytes) and
-``cuobjdump -sass`` (the SASS text, read by :mod:`.sass`). The three run concurrently.
+``cuobjdump -sass`` (the SASS text, read by :mod:`.sass`). The three run concurrently. The
+compile stage reads SASS from ``nvdisasm`` over the kernels' machine code instead (one run for
+all of them, :func:`disassemble`), started before the compiles (:class:`EarlyDisassembly`).
 
 Standard library only at module level (triton is imported inside :func:`ptxas_path`).
 """
@@ -180,6 +182,39 @@ def text_sections(cubin: bytes) -> dict[str, bytes]:
 _ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
 
 
+def _nvdisasm_argv(capability: int, path: str) -> list[str]:
+    suffix = "a" if capability >= 90 else ""
+    return [os.path.join(tool_dir(), "nvdisasm"), "-b", f"SM{capability}{suffix}", path]
+
+
+def _concatenate(codes: dict) -> tuple[list[tuple], bytes]:
+    """``(spans, blob)``: the machine codes of ``codes`` one after another, and each key's
+    ``(key, start, end)`` byte range in the blob."""
+    spans, blob = [], b""
+    for key, code in codes.items():
+        spans.append((key, len(blob), len(blob) + len(code)))
+        blob += code
+    return spans, blob
+
+
+def _split(text: str, spans: list[tuple]) -> tuple[dict, int]:
+    """``({key: SASS text}, highest instruction address)`` of one nvdisasm output over the
+    blob of ``spans`` (-1 when no instruction was found)."""
+    out: dict = {key: [] for key, _, _ in spans}
+    highest = -1
+    for line in text.splitlines():
+        m = _ADDRESS.search(line)
+        if m is None:
+            continue
+        at = int(m.group(1), 16)
+        highest = max(highest, at)
+        for key, start, end in spans:
+            if start <= at < end:
+                out[key].append(line)
+                break
+    return {key: "\n".join(lines) for key, lines in out.items()}, highest
+
+
 def disassemble(codes: dict, capability: int) -> dict:
     """SASS text of each machine code in ``codes`` (key -> bytes, all for ``capability``), from
     ONE ``nvdisasm -b SM<cc>[a]`` run over their concatenation (each run of the disassembler
@@ -188,27 +223,89 @@ def disassemble(codes: dict, capability: int) -> dict:
     Raises:
         ToolError: nvdisasm is missing, fails or times out.
     """
-    suffix = "a" if capability >= 90 else ""
-    spans, blob = [], b""
-    for key, code in codes.items():
-        spans.append((key, len(blob), len(blob) + len(code)))
-        blob += code
-    out: dict = {key: [] for key in codes}
+    spans, blob = _concatenate(codes)
     if not blob:
         return {key: "" for key in codes}
     with tempfile.TemporaryDirectory(prefix="accelopt-sass-") as tmp:
         path = os.path.join(tmp, "code.bin")
         with open(path, "wb") as f:
             f.write(blob)
-        argv = [os.path.join(tool_dir(), "nvdisasm"), "-b", f"SM{capability}{suffix}", path]
-        text = _finish(_start(argv), "nvdisasm")
-    for line in text.splitlines():
-        m = _ADDRESS.search(line)
-        if m is None:
-            continue
-        at = int(m.group(1), 16)
-        for key, start, end in spans:
-            if start <= at < end:
-                out[key].append(line)
-                break
-    return {key: "\n".join(lines) for key, lines in out.items()}
+        text = _finish(_start(_nvdisasm_argv(capability, path)), "nvdisasm")
+    return _split(text, spans)[0]
+
+
+#: What the early disassembler's input holds until the real code is there: 16 zero bytes, an
+#: illegal instruction for nvdisasm on every SASS architecture (it exits with an error).
+_PLACEHOLDER = bytes(16)
+
+
+class EarlyDisassembly:
+    """``nvdisasm`` started before the machine code it will disassemble exists, so that its
+    start-up (0.4-0.5 s of CPU decoding its tables, the compile stage's longest tool) overlaps
+    the compiles (issue 33: softmax's cold compile stage in at most 1 s).
+
+    nvdisasm 12.x/13.x opens its input once to look at its first bytes, decodes its tables,
+    then opens the file again BY PATH and reads it whole (checked with strace; undocumented).
+    :meth:`start` runs it on a file holding :data:`_PLACEHOLDER`; :meth:`finish` renames the
+    concatenated code over that path (atomic: nvdisasm reads either the placeholder or all of
+    the code) and waits. When nvdisasm read the placeholder (it was faster than the compiles,
+    or another nvdisasm reads its input once), it fails or its output does not reach the end
+    of the code, and :meth:`finish` runs :func:`disassemble` instead: the answer is always a
+    plain run's.
+
+    Args:
+        capability: the architecture of every code :meth:`finish` gets (90 = sm_90a).
+    """
+
+    def __init__(self, capability: int) -> None:
+        self.capability = capability
+        #: True when the early run did not see the code and :func:`disassemble` ran instead.
+        self.reran = False
+        self._proc: subprocess.Popen | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        try:
+            self._tmp = tempfile.TemporaryDirectory(prefix="accelopt-sass-")
+            self._path = os.path.join(self._tmp.name, "code.bin")
+            with open(self._path, "wb") as f:
+                f.write(_PLACEHOLDER)
+            self._proc = _start(_nvdisasm_argv(capability, self._path))
+        except (OSError, ToolError):  # no early run: finish() runs the plain one
+            self.cancel()
+
+    def finish(self, codes: dict) -> dict:
+        """:func:`disassemble` ``(codes, capability)``, from the early run when it read them.
+
+        Raises:
+            ToolError: nvdisasm is missing, fails or times out (on the plain run).
+        """
+        spans, blob = _concatenate(codes)
+        proc = self._proc
+        if not blob or proc is None or self._tmp is None:
+            self.cancel()
+            return disassemble(codes, self.capability)
+        with open(self._path + ".new", "wb") as f:
+            f.write(blob)
+        os.replace(self._path + ".new", self._path)
+        try:
+            text = _finish(proc, "nvdisasm")
+        except ToolError:
+            text = ""
+        finally:
+            self._proc = None
+            self.cancel()
+        found, highest = _split(text, spans)
+        if highest < len(blob) - 16:  # the placeholder's failure, or an output cut short
+            # (the last instruction starts 16 bytes before the end: sm_70 and later)
+            self.reran = True
+            return disassemble(codes, self.capability)
+        return found
+
+    def cancel(self) -> None:
+        """Kill the early run (if it still runs) and remove its file. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.communicate()
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            tmp.cleanup()

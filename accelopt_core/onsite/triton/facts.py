@@ -4,7 +4,8 @@ in the shape of ``metrics["gpu"]["kernels"]`` (notes/contracts.md).
 
 The tools' answers for one compiled kernel are kept beside it in Triton's on-disk cache (the
 group of its hash, file :data:`FACTS_FILE`), so a cached compile costs no tool run; the SASS of
-all new kernels comes from one disassembler run (:func:`.cubin.disassemble`).
+all new kernels comes from one disassembler run (:func:`.cubin.disassemble`), started before the
+compiles by the stage (:class:`.cubin.EarlyDisassembly`).
 
 Standard library only at module level.
 """
@@ -68,10 +69,13 @@ def _resources(launch: Launch, binary: bytes, ptx: str) -> dict:
     }
 
 
-def tool_facts_many(launches: list[Launch], workers: int = 4) -> list[dict]:
+def tool_facts_many(
+    launches: list[Launch], workers: int = 4, early: cubin.EarlyDisassembly | None = None
+) -> list[dict]:
     """:func:`tool_facts` of each launch: cached answers read from Triton's cache, the others
     computed with the tools run concurrently (one ``nvdisasm`` per architecture for all their
-    SASS, :func:`.cubin.disassemble`) and stored there.
+    SASS, :func:`.cubin.disassemble`; ``early``'s for its architecture) and stored there.
+    ``early`` is finished or cancelled when this returns.
 
     Raises:
         cubin.ToolError: a tool fails, or a cubin is not in Triton's cache.
@@ -79,14 +83,24 @@ def tool_facts_many(launches: list[Launch], workers: int = 4) -> list[dict]:
     found = [_cached(launch) for launch in launches]
     todo = [i for i, facts in enumerate(found) if facts is None]
     if not todo:
+        if early is not None:
+            early.cancel()
         return found
     binaries = {i: _binaries(launches[i]) for i in todo}
     by_arch: dict[int, dict] = {}
     for i in todo:
         code = cubin.text_sections(binaries[i][0]).get(launches[i].kernel, b"")
         by_arch.setdefault(launches[i].metadata.target.arch, {})[i] = code
+    if early is not None and early.capability not in by_arch:
+        early.cancel()
+
+    def disassemble(cc: int, codes: dict) -> dict:
+        if early is not None and cc == early.capability:
+            return early.finish(codes)
+        return cubin.disassemble(codes, cc)
+
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        sass_jobs = [pool.submit(cubin.disassemble, codes, cc) for cc, codes in by_arch.items()]
+        sass_jobs = [pool.submit(disassemble, cc, codes) for cc, codes in by_arch.items()]
         rest = pool.map(lambda i: _resources(launches[i], *binaries[i]), todo)
         computed = dict(zip(todo, rest, strict=True))
         texts = {i: text for job in sass_jobs for i, text in job.result().items()}
@@ -134,16 +148,21 @@ def kernel_entry(launch: Launch, count: int, tools: dict, dev: Device) -> dict:
     }
 
 
-def collect(launches: list[Launch], dev: Device) -> tuple[list[dict], list[str]]:
+def collect(
+    launches: list[Launch], dev: Device, early: cubin.EarlyDisassembly | None = None
+) -> tuple[list[dict], list[str]]:
     """``(kernels, warnings)`` for ``launches``: one entry per distinct compiled kernel (hash),
-    in first-launch order, the tools run concurrently; warnings for spills and for a ptxas
+    in first-launch order, the tools run concurrently (``early``: the disassembler started
+    before the compiles, finished or cancelled here); warnings for spills and for a ptxas
     register count that differs from the cubin's."""
     distinct: dict[str, tuple[Launch, int]] = {}
     for launch in launches:
         first, count = distinct.get(launch.hash, (launch, 0))
         distinct[launch.hash] = (first, count + 1)
     firsts = [first for first, _ in distinct.values()]
-    tools = tool_facts_many(firsts, max(1, min(len(firsts) + 1, os.cpu_count() or 1, 4)))
+    tools = tool_facts_many(
+        firsts, max(1, min(len(firsts) + 1, os.cpu_count() or 1, 4)), early=early
+    )
     kernels, warnings = [], []
     for (first, count), found in zip(distinct.values(), tools, strict=True):
         kernels.append(kernel_entry(first, count, found, dev))

@@ -15,6 +15,33 @@ import warnings
 warnings.simplefilter("ignore")
 
 
+def _early_disassembly(cubin, codes: dict, plain: dict) -> dict:
+    """The early disassembler (:class:`cubin.EarlyDisassembly`) given the code at once, given
+    it after nvdisasm has read its placeholder and exited, and cancelled: each case's answer
+    against the plain run's, whether it ran nvdisasm again, and what it left behind."""
+    import time
+
+    out = {}
+    at_once = cubin.EarlyDisassembly(90)
+    out["at_once"] = {"same": at_once.finish(codes) == plain, "reran": at_once.reran}
+    late = cubin.EarlyDisassembly(90)
+    deadline = time.monotonic() + 60
+    while late._proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    placeholder_rc = late._proc.returncode
+    out["late"] = {
+        "same": late.finish(codes) == plain,
+        "reran": late.reran,
+        "placeholder_rc": placeholder_rc,
+    }
+    cancelled = cubin.EarlyDisassembly(90)
+    proc, folder = cancelled._proc, cancelled._tmp.name
+    cancelled.cancel()
+    cancelled.cancel()
+    out["cancelled"] = {"rc": proc.returncode, "folder_left": os.path.exists(folder)}
+    return out
+
+
 def main() -> None:
     from accelopt_core.onsite.triton import capture, cubin, facts, sass
     from accelopt_core.onsite.triton.devices import DEVICES
@@ -47,6 +74,7 @@ def main() -> None:
     with open(cub, "rb") as f:
         code = cubin.text_sections(f.read())[launch.kernel]
     batched = cubin.disassemble({"a": code, "b": code}, 90)  # one nvdisasm run, split back
+    early = _early_disassembly(cubin, {"a": code, "b": code}, batched)
     usage = subprocess.run(
         [os.path.join(cubin.tool_dir(), "cuobjdump"), "--dump-resource-usage", cub],
         capture_output=True,
@@ -98,6 +126,7 @@ def main() -> None:
                 "bare_registers": bare_usage[launch.kernel]["registers"],
                 "sass_cuobjdump": sass.facts(full_sass),
                 "sass_batched": [sass.facts(batched["a"]), sass.facts(batched["b"])],
+                "early": early,
             }
         )
     )

@@ -94,3 +94,38 @@ def test_batched_disassembly_matches_cuobjdump(probe) -> None:
     assert probe["sass_cuobjdump"]["tensor_core"] > 0
     assert probe["sass_batched"] == [probe["sass_cuobjdump"]] * 2
     assert probe["facts"]["sass"] == probe["sass_cuobjdump"]
+
+
+def test_early_disassembly_answers_as_the_plain_run(probe) -> None:
+    """nvdisasm started on a placeholder before the code exists (issue 33): the code renamed
+    over it in time is what it disassembles; given too late (nvdisasm has read the
+    placeholder, 16 zero bytes, and failed), the plain run answers; cancelled, nothing is left."""
+    early = probe["early"]
+    assert early["at_once"] == {"same": True, "reran": False}, early
+    assert early["late"] == {"same": True, "reran": True, "placeholder_rc": 1}, early
+    assert early["cancelled"]["rc"] is not None and not early["cancelled"]["folder_left"]
+
+
+def test_the_stage_starts_the_disassembler_early_only_for_a_pass_that_compiles() -> None:
+    """A pass over cached kernels (shorter than ``EARLY_DISASSEMBLY_AFTER_S``) starts no
+    nvdisasm; a longer one starts it from the timer, and the stage's cancel kills it."""
+    import time
+
+    from accelopt_core.onsite.triton import compile as stage
+
+    assert stage._EarlyStart(90).stop() is None  # never armed
+    quick = stage._EarlyStart(90)
+    quick.arm()
+    assert quick.stop() is None
+    time.sleep(stage.EARLY_DISASSEMBLY_AFTER_S * 2)
+    assert quick.started is None  # the timer was cancelled, and a late one would not start
+    long = stage._EarlyStart(90)
+    long.arm()
+    deadline = time.monotonic() + 30
+    while long.started is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = long.started
+    assert started is not None and started._proc is not None
+    proc = started._proc
+    long.cancel()
+    assert proc.returncode is not None and started._tmp is None
