@@ -104,7 +104,9 @@ async def test_broken_cache_directory_warns_once_and_still_evaluates(tmp_path, c
     assert len(warnings) == 1
 
 
-@pytest.mark.parametrize("warm", [False, True])
+@pytest.mark.parametrize(
+    "warm", [pytest.param(False, marks=pytest.mark.slow), True]
+)  # cold: a fresh Python per evaluation, each importing torch (the full suite runs it)
 async def test_cancellation_kills_the_worker_within_a_second(tmp_path, monkeypatch, warm):
     pidfile = tmp_path / "pid"
     monkeypatch.setenv("ACCELOPT_TEST_PIDFILE", str(pidfile))
@@ -138,7 +140,9 @@ async def test_cancellation_kills_the_worker_within_a_second(tmp_path, monkeypat
     await target.close()
 
 
-@pytest.mark.parametrize("warm", [False, True])
+@pytest.mark.parametrize(
+    "warm", [pytest.param(False, marks=pytest.mark.slow), True]
+)  # cold: a fresh Python per evaluation, each importing torch (the full suite runs it)
 async def test_capacity_limits_concurrent_workers(tmp_path, warm):
     s = settings(warm, cpuSlots=1)
     target = LocalTarget(s)

@@ -3,12 +3,16 @@ local target and over the real loopback sshd, with the NKI test double as the ta
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from rich.console import Console
+
+from accelopt_cli.render_target import print_target_report
 from tests.nki.conftest import DOUBLES, double_env
 from tests.remote_fixtures import LoopbackSSHD, sshd  # noqa: F401
 
@@ -27,10 +31,13 @@ def test_target_check_local_reports_the_nki_sdk(tmp_path: Path) -> None:
     env = double_env(ACCELOPT_MEMORY_DIR=str(tmp_path / "mem"))
     proc = subprocess.run([*CMD, "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    _assert_nki_reported(json.loads(proc.stdout))
-    human = subprocess.run(CMD, capture_output=True, text=True, env=env, timeout=300)
-    assert "NKI SDK: nki 0.3.0+double" in human.stdout
-    assert "check kernel (nki add): " in human.stdout and "simulated" in human.stdout
+    report = json.loads(proc.stdout)
+    _assert_nki_reported(report)
+    # the human form of the same report (the CLI prints it with this function without --json)
+    out, err = io.StringIO(), io.StringIO()
+    print_target_report(Console(file=out, width=200), Console(file=err, width=200), report)
+    assert "NKI SDK: nki 0.3.0+double" in out.getvalue()
+    assert "check kernel (nki add): " in out.getvalue() and "simulated" in out.getvalue()
 
 
 def test_target_check_over_ssh_reports_the_nki_sdk(sshd: LoopbackSSHD, tmp_path: Path) -> None:  # noqa: F811

@@ -191,7 +191,9 @@ NAMES = [*HOSTILE, "poison"]
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory) -> dict[str, EvalResult]:
-    """Every hostile candidate through the cold worker without the gate (2 at a time)."""
+    """Every hostile candidate through the cold worker without the gate (2 at a time). Its
+    tests are ``slow`` (a dozen real evaluations); the fast tier keeps the family on the warm
+    worker (:func:`test_hostile_candidates_on_a_warm_worker`)."""
     tmp = tmp_path_factory.mktemp("hostile")
     with ThreadPoolExecutor(2) as pool:
         results = dict(
@@ -207,6 +209,7 @@ def _not_forged(r: EvalResult) -> None:
     assert r.latency_ms != FORGED["latency_ms"]
 
 
+@pytest.mark.slow
 def test_results_written_by_the_candidate_are_not_believed(hostile):
     r = hostile["sentinel"]
     assert r.status == "ok", r.message  # the honest verdict: its kernel is right
@@ -215,6 +218,7 @@ def test_results_written_by_the_candidate_are_not_believed(hostile):
     assert any("stdout" in w and "forged" in w for w in r.warnings)
 
 
+@pytest.mark.slow
 def test_the_candidate_cannot_reach_the_result_pipe(hostile):
     r = hostile["fd_writer"]
     _not_forged(r)
@@ -222,12 +226,14 @@ def test_the_candidate_cannot_reach_the_result_pipe(hostile):
     assert r.status == "rejected" and r.rule == "protocol violation", r.message
 
 
+@pytest.mark.slow
 def test_the_judges_emitter_is_useless_in_the_candidate_process(hostile):
     r = hostile["emitter"]
     _not_forged(r)
     assert r.status != "ok", r.message
 
 
+@pytest.mark.slow
 def test_the_candidate_cannot_open_the_judges_fds_or_memory(hostile):
     r = hostile["proc"]
     _not_forged(r)
@@ -235,6 +241,7 @@ def test_the_candidate_cannot_open_the_judges_fds_or_memory(hostile):
     assert (hostile["_tmp"] / "proc.report").read_text() == "[]"
 
 
+@pytest.mark.slow
 def test_a_patched_reference_does_not_fool_the_judge(hostile):
     r = hostile["poison"]
     assert r.status == "incorrect", r.message
@@ -242,24 +249,28 @@ def test_a_patched_reference_does_not_fool_the_judge(hostile):
     assert r.message.startswith("seed 1, shape rows=16, cols=64: mismatch"), r.message
 
 
+@pytest.mark.slow
 def test_a_tensor_subclass_is_rejected(hostile):
     r = hostile["subclass"]
     assert (r.status, r.rule) == ("rejected", "output not a plain tensor"), r.message
     assert "Sub" in r.message and "seed 1" in r.message
 
 
+@pytest.mark.slow
 def test_a_launcher_that_computes_with_torch_is_rejected(hostile):
     r = hostile["no_launch"]
     assert (r.status, r.rule) == ("rejected", "no kernel launch"), r.message
     assert "seed 1" in r.message
 
 
+@pytest.mark.slow
 def test_an_output_cache_keyed_by_pointer_fails(hostile):
     r = hostile["ptr_cache"]
     assert r.status in ("incorrect", "rejected"), r.message
     assert "mismatch" in r.message
 
 
+@pytest.mark.slow
 def test_a_forged_clock_is_caught_by_the_judges_clock(hostile):
     """The samples say ~0 ms: the judge's account of the candidate's CPU time contradicts them
     or, for a kernel this small (its real phase is within the warm-up's allowance), the
@@ -270,6 +281,7 @@ def test_a_forged_clock_is_caught_by_the_judges_clock(hostile):
     assert "(twice)" in r.message
 
 
+@pytest.mark.slow
 def test_interpreter_samples_are_cpu_time_so_a_forged_wall_clock_changes_nothing(hostile):
     r = hostile["perf_counter"]
     assert r.status == "ok", r.message

@@ -74,7 +74,9 @@ async def start_agent_here(env: dict[str, str] | None = None) -> RemoteAgent:
     return RemoteAgent(device="0", conn=None, proc=proc, hello=hello)
 
 
-@pytest.mark.parametrize("mode", FRAMES)
+@pytest.mark.parametrize(
+    "mode", [pytest.param("cold", marks=pytest.mark.slow), "warm"]
+)  # cold: two fresh Pythons, each importing torch (the full suite runs it)
 async def test_agent_says_hello_runs_frames_and_exits_at_eof(mode: str) -> None:
     agent = await start_agent_here()
     proc = agent.proc
