@@ -244,14 +244,15 @@ class EarlyDisassembly:
     start-up (0.4-0.5 s of CPU decoding its tables, the compile stage's longest tool) overlaps
     the compiles (issue 33: softmax's cold compile stage in at most 1 s).
 
-    nvdisasm 12.x/13.x opens its input once to look at its first bytes, decodes its tables,
-    then opens the file again BY PATH and reads it whole (checked with strace; undocumented).
-    :meth:`start` runs it on a file holding :data:`_PLACEHOLDER`; :meth:`finish` renames the
-    concatenated code over that path (atomic: nvdisasm reads either the placeholder or all of
-    the code) and waits. When nvdisasm read the placeholder (it was faster than the compiles,
-    or another nvdisasm reads its input once), it fails or its output does not reach the end
-    of the code, and :meth:`finish` runs :func:`disassemble` instead: the answer is always a
-    plain run's.
+    nvdisasm 13.1 (Triton 3.9's wheel) opens its input once to read its first 16 bytes,
+    decodes its tables, then opens the file again BY PATH and reads it whole (checked with
+    strace; undocumented). The constructor starts it on a file holding :data:`_PLACEHOLDER`;
+    :meth:`finish` renames the concatenated code over that path (atomic: nvdisasm reads either
+    the placeholder or all of the code) and waits. When nvdisasm read the placeholder (it was
+    faster than the compiles, or another nvdisasm reads its input once), it fails or its output
+    does not reach the end of the code, and :meth:`finish` runs :func:`disassemble` instead:
+    the answer is always a plain run's. Code no longer than the placeholder always gets the
+    plain run.
 
     Args:
         capability: the architecture of every code :meth:`finish` gets (90 = sm_90a).
@@ -280,7 +281,7 @@ class EarlyDisassembly:
         """
         spans, blob = _concatenate(codes)
         proc = self._proc
-        if not blob or proc is None or self._tmp is None:
+        if len(blob) <= len(_PLACEHOLDER) or proc is None or self._tmp is None:
             self.cancel()
             return disassemble(codes, self.capability)
         with open(self._path + ".new", "wb") as f:

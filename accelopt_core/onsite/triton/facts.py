@@ -80,11 +80,19 @@ def tool_facts_many(
     Raises:
         cubin.ToolError: a tool fails, or a cubin is not in Triton's cache.
     """
+    try:
+        return _facts_many(launches, workers, early)
+    finally:
+        if early is not None:
+            early.cancel()  # idempotent: nothing left to kill after finish()
+
+
+def _facts_many(
+    launches: list[Launch], workers: int, early: cubin.EarlyDisassembly | None
+) -> list[dict]:
     found = [_cached(launch) for launch in launches]
     todo = [i for i, facts in enumerate(found) if facts is None]
     if not todo:
-        if early is not None:
-            early.cancel()
         return found
     binaries = {i: _binaries(launches[i]) for i in todo}
     by_arch: dict[int, dict] = {}
@@ -92,7 +100,7 @@ def tool_facts_many(
         code = cubin.text_sections(binaries[i][0]).get(launches[i].kernel, b"")
         by_arch.setdefault(launches[i].metadata.target.arch, {})[i] = code
     if early is not None and early.capability not in by_arch:
-        early.cancel()
+        early.cancel()  # no code for it: stop it now rather than after the other tools
 
     def disassemble(cc: int, codes: dict) -> dict:
         if early is not None and cc == early.capability:
