@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.compile_stage import _fresh_cache  # noqa: E402
 
 PROBE = r"""
 import os, sys, time
@@ -75,15 +78,15 @@ def main() -> None:
     env.pop("TRITON_INTERPRET", None)
     print(f"nproc {os.cpu_count()}, load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for run in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="accelopt-timeline-") as cache:
-            env["TRITON_CACHE_DIR"] = cache
-            key = "from accelopt_core.onsite.triton import twin; import triton; twin.install_key()"
-            subprocess.run([sys.executable, "-c", key], env=env, check=True)
+        env["TRITON_CACHE_DIR"] = cache = _fresh_cache(seed_key=True)
+        try:
             for label in ("new kernels", "cached"):
                 print(f"run {run + 1}, {label}:")
                 subprocess.run(
                     [sys.executable, "-c", PROBE, args.path, args.entry], env=env, check=True
                 )
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -75,21 +75,11 @@ def tool_facts_many(
     """:func:`tool_facts` of each launch: cached answers read from Triton's cache, the others
     computed with the tools run concurrently (one ``nvdisasm`` per architecture for all their
     SASS, :func:`.cubin.disassemble`; ``early``'s for its architecture) and stored there.
-    ``early`` is finished or cancelled when this returns.
+    ``early`` stays its caller's to cancel (the stage does, on every way out).
 
     Raises:
         cubin.ToolError: a tool fails, or a cubin is not in Triton's cache.
     """
-    try:
-        return _facts_many(launches, workers, early)
-    finally:
-        if early is not None:
-            early.cancel()  # idempotent: nothing left to kill after finish()
-
-
-def _facts_many(
-    launches: list[Launch], workers: int, early: cubin.EarlyDisassembly | None
-) -> list[dict]:
     found = [_cached(launch) for launch in launches]
     todo = [i for i, facts in enumerate(found) if facts is None]
     if not todo:
@@ -99,8 +89,6 @@ def _facts_many(
     for i in todo:
         code = cubin.text_sections(binaries[i][0]).get(launches[i].kernel, b"")
         by_arch.setdefault(launches[i].metadata.target.arch, {})[i] = code
-    if early is not None and early.capability not in by_arch:
-        early.cancel()  # no code for it: stop it now rather than after the other tools
 
     def disassemble(cc: int, codes: dict) -> dict:
         if early is not None and cc == early.capability:
@@ -161,7 +149,7 @@ def collect(
 ) -> tuple[list[dict], list[str]]:
     """``(kernels, warnings)`` for ``launches``: one entry per distinct compiled kernel (hash),
     in first-launch order, the tools run concurrently (``early``: the disassembler started
-    before the compiles, finished or cancelled here); warnings for spills and for a ptxas
+    before the compiles, finished here when there is new code); warnings for spills and for a ptxas
     register count that differs from the cubin's."""
     distinct: dict[str, tuple[Launch, int]] = {}
     for launch in launches:
