@@ -1,5 +1,6 @@
-"""The batch of ~12 real worker runs that the supervisor and Triton evaluation tests share,
-once through cold workers and once through one warm worker."""
+"""The batch of real worker runs that the supervisor, Triton evaluation and worker tests share
+(tests/onsite/runs.py): the candidates the supervisor classifies, through cold workers and
+through one warm worker; the candidates the child judges, through that warm worker."""
 
 from __future__ import annotations
 
@@ -11,5 +12,12 @@ from tests.onsite.runs import MODES, run_batch
 
 @pytest.fixture(scope="session", params=MODES)
 def batch(request) -> dict[str, EvalResult]:
-    """The batch's results, cold and warm (every test using it runs for both)."""
+    """The supervisor-classified candidates' results, cold and warm (every test using it runs
+    for both)."""
     return run_batch(request.param)
+
+
+@pytest.fixture(scope="session")
+def judged() -> dict[str, EvalResult]:
+    """The judged candidates' results on the warm path (the same run as ``batch``'s warm one)."""
+    return run_batch("warm")

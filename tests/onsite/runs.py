@@ -7,6 +7,7 @@ child per request): :class:`WarmRunner`."""
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import struct
@@ -168,15 +169,20 @@ def run_worker(
     return decode_result(proc.stdout, proc.stderr, proc.returncode), proc
 
 
-# Candidates that run in a worker process, all started together (2 at a time) once per session.
-BATCH = {
-    "ok_block128": dict(source_name="ok_block128.py"),
-    "kernel_compile_error": dict(source_name="kernel_compile_error.py"),
-    "load_error": dict(source_name="load_error.py"),
+#: Candidates the supervisor classifies (stdout noise, a signal, an exit status, the memory
+#: limit): its handling differs between the cold worker and the warm one, so both run them.
+PROCESS_BATCH = {
+    "prints": dict(source_name="prints.py"),
     "segfault": dict(source_name="segfault.py"),
     "exit3": dict(source_name="exit3.py"),
     "alloc": dict(source_name="alloc.py", memory_limit_mb=1024),
-    "prints": dict(source_name="prints.py"),
+}
+#: Candidates the child's evaluation judges (compile errors, wrong results, a correct one): the
+#: same code in the child on both paths, so they run on the warm path (the default) only.
+JUDGED_BATCH = {
+    "ok_block128": dict(source_name="ok_block128.py"),
+    "kernel_compile_error": dict(source_name="kernel_compile_error.py"),
+    "load_error": dict(source_name="load_error.py"),
     "zeros": dict(source_name="zeros.py"),
     "mutates": dict(source_name="mutates.py"),
     "wrong_shape": dict(source_name="wrong_shape.py"),
@@ -185,22 +191,25 @@ BATCH = {
 }
 
 
+@functools.cache
 def run_batch(mode: str = "cold") -> dict[str, EvalResult]:
-    """Every candidate of :data:`BATCH`: cold, through the shipped worker, 2 at a time; warm,
-    one after another on ONE warm worker (each candidate on the slot its predecessor crashed,
-    exited or ate memory in), which must survive them all."""
+    """The batch's results, once per test process and mode: cold, :data:`PROCESS_BATCH`
+    through the shipped worker, 2 at a time; warm, :data:`PROCESS_BATCH` and
+    :data:`JUDGED_BATCH` one after another on ONE warm worker (the judged candidates after the
+    ones that crashed, exited or ate memory in its slot), which must survive them all."""
     if mode == "warm":
+        batch = {**PROCESS_BATCH, **JUDGED_BATCH}
         runner = WarmRunner()
-        out = {n: run_worker(src(f"{n}.py"), runner=runner, **BATCH[n])[0] for n in BATCH}
+        out = {n: run_worker(src(f"{n}.py"), runner=runner, **batch[n])[0] for n in batch}
         assert runner.proc.poll() is None, "a candidate took the warm worker down"
         assert runner.close() == 0
         return out
 
     def one(name: str) -> tuple[str, EvalResult]:
-        return name, run_worker(src(f"{name}.py"), **BATCH[name])[0]
+        return name, run_worker(src(f"{name}.py"), **PROCESS_BATCH[name])[0]
 
     with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(one, BATCH))
+        return dict(pool.map(one, PROCESS_BATCH))
 
 
 def run_entry(candidate: str, harness: str, entry: str, **fields) -> EvalResult:

@@ -11,7 +11,7 @@ import pytest
 from tests.onsite.runs import MODES, UNCONFINED_FILES, alive, line_of, run_worker, src
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
+@pytest.mark.slow  # shares the session's batch of worker runs
 def test_stdout_noise_becomes_a_warning_not_the_result(batch):
     r = batch["prints"]
     assert r.status == "ok"
@@ -39,7 +39,7 @@ def test_hang_times_out_and_the_process_is_gone(tmp_path, mode):
     assert not alive(child)
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
+@pytest.mark.slow  # shares the session's batch of worker runs
 def test_segfault_is_a_runtime_error_naming_the_signal(batch):
     r = batch["segfault"]
     assert r.status == "runtime_error"
@@ -47,14 +47,14 @@ def test_segfault_is_a_runtime_error_naming_the_signal(batch):
     assert r.line == line_of(src("segfault.py"), "ctypes.string_at(0)")
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
+@pytest.mark.slow  # shares the session's batch of worker runs
 def test_os_exit_is_a_runtime_error_naming_the_code(batch):
     r = batch["exit3"]
     assert r.status == "runtime_error"
     assert "exited with code 3" in r.message
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
+@pytest.mark.slow  # shares the session's batch of worker runs
 def test_unbounded_allocation_hits_the_memory_limit(batch):
     r = batch["alloc"]
     assert r.status == "runtime_error"

@@ -22,17 +22,17 @@ def test_syntax_error_is_a_compile_error_with_its_line(mode):
     assert result.line == line_of(bad, "n = x.numel(")
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
-def test_triton_error_inside_the_kernel_is_a_compile_error_at_the_file_line(batch):
-    r = batch["kernel_compile_error"]
+@pytest.mark.slow  # shares the session's batch of worker runs
+def test_triton_error_inside_the_kernel_is_a_compile_error_at_the_file_line(judged):
+    r = judged["kernel_compile_error"]
     assert r.status == "compile_error", r.message
     assert "add_kernel" in r.message and "power of 2" in r.message
     assert r.line == line_of(src("kernel_compile_error.py"), "tl.arange(0, 100)")
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
-def test_error_while_loading_the_candidate_is_a_compile_error(batch):
-    r = batch["load_error"]
+@pytest.mark.slow  # shares the session's batch of worker runs
+def test_error_while_loading_the_candidate_is_a_compile_error(judged):
+    r = judged["load_error"]
     assert r.status == "compile_error"
     assert "UNDEFINED_CONSTANT" in r.message
     assert r.line == line_of(src("load_error.py"), "BLOCK_SIZE = UNDEFINED_CONSTANT")
@@ -55,31 +55,31 @@ def test_compilation_error_line_is_translated_to_the_file():
 # --- wrong results -------------------------------------------------------------------------
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
-def test_zeros_output_is_incorrect(batch):
-    r = batch["zeros"]
+@pytest.mark.slow  # shares the session's batch of worker runs
+def test_zeros_output_is_incorrect(judged):
+    r = judged["zeros"]
     assert r.status == "incorrect"
     assert "mismatch" in r.message
     assert r.max_abs_error > 0
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
-def test_input_mutation_is_incorrect(batch):
-    r = batch["mutates"]
+@pytest.mark.slow  # shares the session's batch of worker runs
+def test_input_mutation_is_incorrect(judged):
+    r = judged["mutates"]
     assert r.status == "incorrect"
     assert "mutated input #0" in r.message
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
-def test_wrong_shape_and_dtype_are_incorrect(batch):
-    assert batch["wrong_shape"].status == "incorrect"
-    assert "shape (2, 100)" in batch["wrong_shape"].message
-    assert batch["wrong_dtype"].status == "incorrect"
-    assert "dtype float64" in batch["wrong_dtype"].message
+@pytest.mark.slow  # shares the session's batch of worker runs
+def test_wrong_shape_and_dtype_are_incorrect(judged):
+    assert judged["wrong_shape"].status == "incorrect"
+    assert "shape (2, 100)" in judged["wrong_shape"].message
+    assert judged["wrong_dtype"].status == "incorrect"
+    assert "dtype float64" in judged["wrong_dtype"].message
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
-def test_nan_output_is_incorrect(batch):
-    r = batch["nan"]
+@pytest.mark.slow  # shares the session's batch of worker runs
+def test_nan_output_is_incorrect(judged):
+    r = judged["nan"]
     assert r.status == "incorrect"
     assert "NaN/Inf" in r.message and "(0,)" in r.message

@@ -64,9 +64,9 @@ def test_correct_candidate_is_timed_in_the_interpreter_and_leaves_no_files(tmp_p
     assert any(p.suffix == ".cubin" for p in (cache / "triton").rglob("*"))  # sm_90 compiled
 
 
-@pytest.mark.slow  # shares the session's batch of ~12 worker runs
-def test_other_correct_candidate(batch):
-    assert batch["ok_block128"].status == "ok", batch["ok_block128"].message
+@pytest.mark.slow  # shares the session's batch of worker runs
+def test_other_correct_candidate(judged):
+    assert judged["ok_block128"].status == "ok", judged["ok_block128"].message
 
 
 # --- the static gate through the worker ----------------------------------------------------
