@@ -8,6 +8,9 @@ Every test gets its own optimization-memory directory (ACCELOPT_MEMORY_DIR), so 
 writes the user's real memory and tests cannot see each other's experiences, and a user config
 path (ACCELOPT_CONFIG) of its own where no file exists, so the user's real
 ``~/.config/accelopt/config.toml`` never changes a test.
+
+Under ``-n auto --dist loadfile`` the files go to the workers as tests/scheduling.py orders
+them (the onsite batch's files together, the longest first).
 """
 
 from __future__ import annotations
@@ -35,6 +38,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     hermetic.leave()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile``: the files sharing the onsite batch as one unit, the longest units
+    first (tests/scheduling.py); other modes are xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.scheduling import CostOrderedFileScheduling
+
+    return CostOrderedFileScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
