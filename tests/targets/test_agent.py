@@ -24,26 +24,15 @@ from accelopt_core.targets.shipping import (
     encode_warm,
 )
 from accelopt_core.targets.ssh.agent import RemoteAgent, read_hello
-from tests.onsite.runs import gate_baseline
 from tests.remote_fixtures import processes_matching
+from tests.targets import verdicts
 from tests.targets.procs import children
-
-CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 
 
 def request(name: str, **fields) -> EvalRequest:
+    """:func:`tests.targets.verdicts.request` with one seed unless ``fields`` say otherwise."""
     fields.setdefault("seeds", [1])
-    fields.setdefault("rep_ms", 5.0)
-    fields.setdefault("warmup_ms", 1.0)
-    fields.setdefault("timeout_s", 60.0)
-    fields = {**gate_baseline((CANDIDATES / name).read_text()), **fields}
-    return EvalRequest(
-        candidate_source=(CANDIDATES / name).read_text(),
-        harness_source=(CANDIDATES / "add.py").read_text(),
-        entry="add",
-        source_name=name,
-        **fields,
-    )
+    return verdicts.request(name, **fields)
 
 
 #: How the client frames a request to the agent: a cold worker per request (``E``) or the

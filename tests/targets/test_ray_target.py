@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from accelopt_core.onsite.protocol import EvalRequest
 from accelopt_core.settings import Settings
 from accelopt_core.targets import make_target
 from accelopt_core.targets.base import TargetError
-from accelopt_core.targets.local import LocalTarget
-from tests.onsite.runs import gate_baseline
 from tests.remote_fixtures import LoopbackRayHead, free_port, ray_head  # noqa: F401
+from tests.targets.verdicts import COMPARED, STATUSES, assert_same_verdicts, local_verdicts, request
 
 pytest.importorskip("ray")
 
@@ -27,26 +25,8 @@ from accelopt_core.targets.ray import RayTarget  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-CANDIDATES = ROOT / "tests" / "candidates"
-BASE = (CANDIDATES / "add.py").read_text()
 #: in the command line of every worker (and candidate) a Ray task starts, and of nothing else
 AGENT_MARK = "accelopt-ray-task"
-
-
-def request(name: str, **fields) -> EvalRequest:
-    fields.setdefault("seeds", [1, 2])
-    fields.setdefault("rep_ms", 5.0)
-    fields.setdefault("warmup_ms", 1.0)
-    fields.setdefault("timeout_s", 60.0)
-    fields = {**gate_baseline((CANDIDATES / name).read_text()), **fields}
-    return EvalRequest(
-        candidate_source=(CANDIDATES / name).read_text(),
-        harness_source=BASE,
-        entry="add",
-        source_name=name,
-        **fields,
-    )
 
 
 def test_bad_spec() -> None:
@@ -68,14 +48,10 @@ async def test_batch_same_verdicts_as_local_then_cancel(
         assert target.capacity == ray_head.num_cpus
         assert target.fingerprint.startswith(f"{ray_head.url}:CPU:cpu:torch-")
 
-        names = ["add.py", "ok_block128.py", "zeros.py", "kernel_compile_error.py"]
-        results = await asyncio.gather(*(target.evaluate(request(n)) for n in names))
-        local = LocalTarget(settings)
-        expected = [await local.evaluate(request(n)) for n in names]
-        for name, r, loc in zip(names, results, expected, strict=True):
-            assert (r.status, r.message) == (loc.status, loc.message), (name, r, loc)
-            assert r.line == loc.line and r.timing == loc.timing
-        assert [r.status for r in results] == ["ok", "ok", "incorrect", "compile_error"]
+        results = await asyncio.gather(*(target.evaluate(request(n)) for n in COMPARED))
+        local = await asyncio.to_thread(local_verdicts)
+        assert_same_verdicts(dict(zip(COMPARED, results, strict=True)), local)
+        assert [r.status for r in results] == STATUSES
 
         # cancellation: more hung candidates than capacity, so some tasks stay pending in
         # Ray's queue; cancelling the awaiting tasks cancels every Ray task (pending ones
@@ -140,11 +116,8 @@ async def test_warm_actor_evaluates_in_a_row_and_recovers_from_a_killed_worker(
     try:
         names = ["add.py", "zeros.py", "kernel_compile_error.py"]
         results = [await target.evaluate(request(n)) for n in names]
-        local = LocalTarget(settings)
-        expected = [await local.evaluate(request(n)) for n in names]
-        await local.close()
-        for name, r, loc in zip(names, results, expected, strict=True):
-            assert (r.status, r.message) == (loc.status, loc.message), (name, r, loc)
+        local = await asyncio.to_thread(local_verdicts)
+        assert_same_verdicts(dict(zip(names, results, strict=True)), local)
         (actor,) = target.warm.actors  # one warm actor served all three, in a row
         assert results[1].eval_s < results[0].eval_s  # no python start, no import
         _, warm_pid = await asyncio.to_thread(ray_get, actor.pids.remote())

@@ -17,34 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from accelopt_core.onsite.protocol import EvalRequest
 from accelopt_core.settings import Settings
 from accelopt_core.targets import make_target
 from accelopt_core.targets.base import TargetError
-from accelopt_core.targets.local import LocalTarget
 from accelopt_core.targets.ssh import SSHAddress, SSHTarget
-from tests.onsite.runs import gate_baseline
 from tests.remote_fixtures import LoopbackSSHD, processes_matching, sshd  # noqa: F401
 from tests.targets.procs import children
+from tests.targets.verdicts import COMPARED, STATUSES, assert_same_verdicts, local_verdicts, request
 
 ROOT = Path(__file__).resolve().parents[2]
-CANDIDATES = ROOT / "tests" / "candidates"
-BASE = (CANDIDATES / "add.py").read_text()
-
-
-def request(name: str, **fields) -> EvalRequest:
-    fields.setdefault("seeds", [1, 2])
-    fields.setdefault("rep_ms", 5.0)
-    fields.setdefault("warmup_ms", 1.0)
-    fields.setdefault("timeout_s", 60.0)
-    fields = {**gate_baseline((CANDIDATES / name).read_text()), **fields}
-    return EvalRequest(
-        candidate_source=(CANDIDATES / name).read_text(),
-        harness_source=BASE,
-        entry="add",
-        source_name=name,
-        **fields,
-    )
 
 
 def ssh_settings(server: LoopbackSSHD, warm: bool = True, **ssh) -> Settings:
@@ -96,23 +77,18 @@ async def test_make_target_builds_ssh(sshd: LoopbackSSHD) -> None:  # noqa: F811
 @pytest.mark.slow
 @pytest.mark.parametrize("warm", [False, True])
 async def test_same_verdicts_as_local(sshd: LoopbackSSHD, tmp_path: Path, warm: bool) -> None:  # noqa: F811
-    names = ["add.py", "ok_block128.py", "zeros.py", "kernel_compile_error.py"]
-    settings = ssh_settings(sshd, warm)
-    remote = SSHTarget(settings)
-    local = LocalTarget(settings)
+    remote = SSHTarget(ssh_settings(sshd, warm))
     try:
-        ssh_results = await asyncio.gather(*(remote.evaluate(request(n)) for n in names))
-        local_results = [await local.evaluate(request(n)) for n in names]
+        ssh_results = await asyncio.gather(*(remote.evaluate(request(n)) for n in COMPARED))
     finally:
         await remote.close()
-        await local.close()
-    for name, r, loc in zip(names, ssh_results, local_results, strict=True):
-        assert (r.status, r.message) == (loc.status, loc.message), (name, r, loc)
-        assert r.line == loc.line and r.timing == loc.timing
-        assert r.versions.get("torch") == loc.versions.get("torch")
-    assert [r.status for r in ssh_results] == ["ok", "ok", "incorrect", "compile_error"]
+    local = await asyncio.to_thread(local_verdicts)
+    assert_same_verdicts(dict(zip(COMPARED, ssh_results, strict=True)), local)
+    for r in ssh_results:
+        assert r.versions.get("torch") == local["add.py"].versions.get("torch")
+    assert [r.status for r in ssh_results] == STATUSES
     assert ssh_results[0].latency_ms > 0 and ssh_results[0].timing == "interpreter"
-    assert ssh_results[0].max_abs_error == local_results[0].max_abs_error
+    assert ssh_results[0].max_abs_error == local["add.py"].max_abs_error
     assert all(r.eval_s and r.eval_s > 0 for r in ssh_results)
 
 
