@@ -1,17 +1,15 @@
-"""The compile stage inside a real evaluation (the cold worker, issue 21): each way a candidate
+"""The compile stage inside a real evaluation (warm workers, issue 21): each way a candidate
 fails on an H100 is ``incorrect`` with its reason and line, a legitimate retiling passes with
 sm_90 facts, spills are a warning, and a failing autotune config is a failure of that config."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from accelopt_core.onsite.protocol import EvalRequest, EvalResult
-from accelopt_core.targets.shipping import decode_result, encode_stdin, worker_argv
+from tests.onsite.runs import WarmRunner
 from tests.onsite.triton.variants import FAILING, MATMUL, RETILE
 
 pytestmark = pytest.mark.slow
@@ -30,8 +28,8 @@ AUTOTUNED = MATMUL.replace(
 ).replace("        num_warps=1,\n        num_stages=1,\n", "")
 
 
-def _evaluate(harness: str, candidate: str, entry: str) -> EvalResult:
-    req = EvalRequest(
+def _request(harness: str, candidate: str, entry: str) -> EvalRequest:
+    return EvalRequest(
         candidate_source=candidate,
         harness_source=harness,
         entry=entry,
@@ -39,10 +37,15 @@ def _evaluate(harness: str, candidate: str, entry: str) -> EvalResult:
         seeds=[1, 2],
         timeout_s=600,
     )
-    proc = subprocess.run(
-        worker_argv(sys.executable), input=encode_stdin(req), capture_output=True, timeout=900
-    )
-    return decode_result(proc.stdout, proc.stderr, proc.returncode)
+
+
+def _evaluate_all(cases: list[tuple[str, tuple[str, str, str]]]) -> dict[str, EvalResult]:
+    """``cases`` one after another on one warm worker, which must survive them all."""
+    runner = WarmRunner()
+    try:
+        return {name: runner.run(_request(*case)) for name, case in cases}
+    finally:
+        assert runner.close() == 0
 
 
 CASES = {name: (MATMUL, src, "matmul") for name, (src, _) in FAILING.items()}
@@ -55,9 +58,11 @@ CASES.update(
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, EvalResult]:
+    """Every case's result, the cases split between two warm workers that run side by side."""
+    cases = list(CASES.items())
     with ThreadPoolExecutor(2) as pool:
-        done = pool.map(lambda item: (item[0], _evaluate(*item[1])), CASES.items())
-        return dict(done)
+        halves = list(pool.map(_evaluate_all, [cases[0::2], cases[1::2]]))
+    return {name: result for half in halves for name, result in half.items()}
 
 
 @pytest.mark.parametrize("name", list(FAILING))
