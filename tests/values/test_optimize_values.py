@@ -136,6 +136,14 @@ def test_legitimate_rewrites_rank(run: Run, name: str) -> None:
     assert name in ranked, f"{name} not ranked; failures {failures}"
     assert ranked[name]["correct"] and ranked[name]["speedup"] > 1.0
     assert name not in run.fixer
+    # checked on the harness's first seed and on every derived input its baseline was correct on
+    (report,) = [
+        r for r in run.reports.values() if name in {name_of(c["source"]) for c in r["candidates"]}
+    ]
+    result = ranked[name]["result"]
+    assert result["message"].startswith("correct on 3 seeds (2 of them as derived inputs)")
+    used = result["metrics"]["derived_inputs"]["used"]
+    assert len(used) == len(report["derived_inputs"]["used"])
 
 
 def test_shortcuts_are_remembered_as_negatives_with_the_reason(run: Run) -> None:
