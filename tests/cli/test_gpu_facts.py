@@ -25,6 +25,7 @@ from accelopt_core.evaluation.cache import cache_key
 from accelopt_core.settings import Settings, load_settings
 from tests.cli.test_cli_e2e import SOFTMAX, cli_env, run_cli  # noqa: F401 (fixture)
 from tests.gpu_metrics import (
+    gpu_metrics,
     not_timed_result,
     ok_result,
     replace_cached_results,
@@ -48,6 +49,24 @@ def test_profile_text_shows_gpu_facts_sass_and_the_shapes_checked() -> None:
     assert "timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)" in text
     assert "checked: x[1] 64→63, x × 63.4 (large), x row-padded (x: 16×63)" in text
     assert err_buf.getvalue() == ""
+
+
+def test_profile_text_says_where_a_fresh_evaluations_time_went() -> None:
+    metrics = dict(gpu_metrics(), phases_s={"start": 0.06, "load": 0.004, "correctness": 1.5})
+    metrics["phases_s"].update(derived_inputs=1.25, timing=0.9, gpu_facts=0.02)
+    result = ok_result(metrics)
+    result.eval_s = 7.0
+    (out, out_buf), (err, _) = _console(), _console()
+    render.print_profile(out, err, result, "softmax.py")
+    lines = out_buf.getvalue().splitlines()
+    assert lines[-1] == (  # the worker's share is what the phases leave; under 5 ms is left out
+        "evaluated in 7.00 s: worker 3.27 · start 0.06 · correctness 1.50 · derived inputs 1.25 "
+        "· timing 0.90 · GPU facts 0.02"
+    )
+    result.cached = True  # a cached verdict's phases were another run's
+    assert render.phases_line(result) is None
+    result.cached, result.metrics = False, gpu_metrics()
+    assert render.phases_line(result) is None
 
 
 def test_profile_warns_about_spills_once() -> None:

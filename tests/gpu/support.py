@@ -171,10 +171,12 @@ def record(key: str, value: Any) -> None:
 
 def summary(result: dict) -> dict:
     """The figures of one evaluation result worth keeping: status, timing, latency with its
-    quantiles, % of peak, bound, throughput, the device and the compile stage's kernels."""
+    quantiles, % of peak, bound, throughput, the device, the judge's phases (s, where the
+    evaluation's wall time went) and the compile stage's kernels."""
     keys = ("status", "rule", "message", "timing", "device", "latency_ms", "p20_ms", "p80_ms")
     keys += ("pct_of_peak", "bound", "gbps", "tflops", "eval_s")
     out = {k: result.get(k) for k in keys if k in result}
+    out["phases_s"] = (result.get("metrics") or {}).get("phases_s")
     gpu = (result.get("metrics") or {}).get("gpu") or {}
     out["kernels"] = [
         {k: e.get(k) for k in ("kernel", "config", "registers", "local_bytes", "shared_bytes")}

@@ -66,7 +66,20 @@ def test_correct_candidate_is_timed_in_the_interpreter_and_leaves_no_files(tmp_p
 
 @pytest.mark.slow  # shares the session's batch of worker runs
 def test_other_correct_candidate(judged):
-    assert judged["ok_block128"].status == "ok", judged["ok_block128"].message
+    result = judged["ok_block128"]
+    assert result.status == "ok", result.message
+    # where the evaluation's time went, phase by phase, in the order the phases ended (a
+    # baseline's request lists no derived inputs: it finds them after its timing)
+    phases = result.metrics["phases_s"]
+    order = ["start", "load", "correctness", "compile_stage_wait", "timing", "derived_inputs"]
+    assert list(phases) == [*order, "gpu_facts"]
+    assert all(s >= 0 for s in phases.values()), phases
+    assert phases["correctness"] > 0 and phases["timing"] > 0, phases
+
+
+@pytest.mark.slow  # shares the session's batch of worker runs
+def test_failed_evaluations_carry_no_phases(judged):
+    assert "phases_s" not in (judged["zeros"].metrics or {})
 
 
 # --- the static gate through the worker ----------------------------------------------------

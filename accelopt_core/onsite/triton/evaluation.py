@@ -121,6 +121,26 @@ def _init_device(stack: Stack, ctx: dict) -> None:
     ctx["env"] = stack.env
 
 
+class PhaseClock:
+    """Wall time of each phase of one evaluation on the judge's clock, s (``metrics["phases_s"]``
+    of a passing result): where a minute-long GPU evaluation goes. :meth:`mark` closes the phase
+    running since the previous mark (or since ``start``, monotonic s) under its name; a name
+    marked twice adds up."""
+
+    def __init__(self, start: float) -> None:
+        self.last = start
+        self.spent: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        now = time.monotonic()
+        self.spent[name] = self.spent.get(name, 0.0) + now - self.last
+        self.last = now
+
+    def rounded(self) -> dict[str, float]:
+        """``{phase: s}``, to the millisecond, in the order the phases first ended."""
+        return {name: round(s, 3) for name, s in self.spent.items()}
+
+
 def _reference(peer: ReferencePeer) -> Reference:
     """Wait for the reference process's first message: the harness's tolerances, or its
     classified load error / poisoning (raised as Failure)."""
@@ -254,10 +274,12 @@ def _run(
 ) -> dict:
     """Reference, correctness on every seed (of every shape), timing: the result dict
     (raises Failure)."""
+    clock = ctx.get("phases") or PhaseClock(time.monotonic())
     ref = _reference(peer)
     ctx["sizes"] = ref.sizes  # named in every result, failures too (issue 24)
     _init_device(stack, ctx)
     _loaded(cand)
+    clock.mark("load")  # the reference and candidate processes loaded, CUDA initialised
     first = (req.get("seeds") or [1])[0]
     listed = req.get("derived_inputs")
     results = []
@@ -270,6 +292,7 @@ def _run(
                 derived_checks.derived_seeds(listed, shape),
             )
         )
+    clock.mark("correctness")
     result = add_sizes(shapes.merge_checks(results, ref.shapes), ref.sizes)
     if cand.kernels:  # which kernels the entry launched, and for how long (interpreter)
         result.setdefault("metrics", {})["kernels"] = cand.kernels
@@ -282,9 +305,12 @@ def _run(
         found = derived_checks.check_listed(ref, check, stack.torch, listed)
         found["seconds"] = round(time.perf_counter() - t0, 3)  # their cost, the judge's clock
         result.setdefault("metrics", {})["derived_inputs"] = found
+        clock.mark("derived_inputs")
     if stage is not None:  # the compile stage is done before the timed calls (issue 21)
         stage.settle(ctx["deadline"])
+        clock.mark("compile_stage_wait")
     result = _timed(req, stack, ref, cand, result)
+    clock.mark("timing")
     if not isinstance(listed, list) and result.get("status") == "ok":  # the baseline: find them
         t0 = time.perf_counter()
         shape = (ref.shapes or [None])[0]
@@ -292,6 +318,7 @@ def _run(
         found = derived_checks.find_usable(ref, check, stack.torch, seeds, shape)
         found["seconds"] = round(time.perf_counter() - t0, 3)
         result.setdefault("metrics", {})["derived_inputs"] = found
+        clock.mark("derived_inputs")
     return result
 
 
@@ -353,6 +380,8 @@ def evaluate(req: dict, ctx: dict) -> dict:
         peer = spawn_reference(req, ctx, stack.use_cuda, dirs)
         stage = gpu_stage.spawn(req, ctx, stack.use_cuda, dirs)  # issue 21, runs alongside
         watch_memory(cand.pid, int(req.get("memory_limit_mb") or 8192), ctx)
+        ctx["phases"] = PhaseClock(ctx.get("start") or time.monotonic())
+        ctx["phases"].mark("start")  # the stack imported, the three processes forked
         result = _run(req, ctx, stack, cand, peer, stage)
     except Failure as failure:
         result = add_sizes(dict(failure.result, **(stack.env if stack else {})), ctx.get("sizes"))
@@ -363,9 +392,23 @@ def evaluate(req: dict, ctx: dict) -> dict:
         if result is None and dirs is not ctx.get("dirs"):
             remove_dirs(dirs)  # an unexpected error propagates
     try:
-        return gpu_stage.merge(result, stage and stage.answer(ctx["deadline"], result), ctx)
+        merged = gpu_stage.merge(result, stage and stage.answer(ctx["deadline"], result), ctx)
+        return _with_phases(merged, ctx.get("phases"))
     finally:
         if stage is not None:
             stage.stop()
         if dirs is not ctx.get("dirs"):
             remove_dirs(dirs)
+
+
+def _with_phases(result: dict, clock: PhaseClock | None) -> dict:
+    """A passing ``result`` with ``metrics["phases_s"]``: the :class:`PhaseClock`'s phases, the
+    process start (importing the stack, forking the candidate, reference and compile-stage
+    processes) before them and the compile stage's answer (with Nsight Compute's replays when
+    it ran) after them."""
+    if clock is None or result.get("status") != "ok":
+        return result
+    clock.mark("gpu_facts")
+    spent = clock.rounded()
+    result.setdefault("metrics", {})["phases_s"] = spent
+    return result
