@@ -83,10 +83,15 @@ def parse_ptxas(text: str) -> dict[str, dict]:
     return out
 
 
+def arch_suffix(capability: int) -> str:
+    """``"a"`` for an architecture Triton compiles with its architecture-specific features
+    (``capability`` >= 90: ``sm_90a``, ``sm_100a``; Triton 3.9's ``make_cubin``), else ``""``."""
+    return "a" if capability >= 90 else ""
+
+
 def ptxas_argv(ptxas: str, capability: int, fp_fusion: bool, src: str, dst: str) -> list[str]:
     """The ptxas command line Triton 3.9 runs (``make_cubin``: ``-lineinfo``, ``--fmad=false``
     without FP fusion, ``-v``, ``--regAllocOptLevel=2``, ``--gpu-name=sm_90a``)."""
-    suffix = "a" if capability >= 90 else ""
     fmad = [] if fp_fusion else ["--fmad=false"]
     return [
         ptxas,
@@ -94,7 +99,7 @@ def ptxas_argv(ptxas: str, capability: int, fp_fusion: bool, src: str, dst: str)
         *fmad,
         "-v",
         "--regAllocOptLevel=2",
-        f"--gpu-name=sm_{capability}{suffix}",
+        f"--gpu-name=sm_{capability}{arch_suffix(capability)}",
         src,
         "-o",
         dst,
@@ -183,8 +188,8 @@ _ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
 
 
 def _nvdisasm_argv(capability: int, path: str) -> list[str]:
-    suffix = "a" if capability >= 90 else ""
-    return [os.path.join(tool_dir(), "nvdisasm"), "-b", f"SM{capability}{suffix}", path]
+    arch = f"SM{capability}{arch_suffix(capability)}"
+    return [os.path.join(tool_dir(), "nvdisasm"), "-b", arch, path]
 
 
 def _concatenate(codes: dict) -> tuple[list[tuple], bytes]:
