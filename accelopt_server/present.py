@@ -9,7 +9,12 @@ from accelopt_core.devicefacts import not_timed
 from accelopt_core.kernelfile import KernelInfo
 from accelopt_core.memory.experience import timing_label
 from accelopt_core.onsite.protocol import EvalResult
-from accelopt_core.search.report import HOST_TIMING_NOTES, busiest_engine, metrics_lines
+from accelopt_core.search.report import (
+    HOST_TIMING_NOTES,
+    busiest_engine,
+    metrics_lines,
+    phases_line,
+)
 
 from .device_present import device_markdown
 from .markdown import code, escape
@@ -98,12 +103,16 @@ def profile_line(result: EvalResult | None, version: int | None, current: int | 
 def profile_details(result: EvalResult) -> str:
     """Markdown under a profile's summary line: the NKI profile metrics
     (:func:`accelopt_core.search.report.metrics_lines`: HBM/SBUF/PSUM bytes, spills, FLOPs,
-    engine active-time %) and, for a result timed on the host (``interpreter``,
-    ``simulated``), what that says about the hardware; ``""`` when there is neither."""
+    engine active-time %), for a result timed on the host (``interpreter``, ``simulated``),
+    what that says about the hardware, and for a fresh verdict where its time went
+    (:func:`accelopt_core.search.report.phases_line`); ``""`` when there is none of them."""
     lines = [f"- {escape(line)}" for line in metrics_lines(result.metrics)]
     note = HOST_TIMING_NOTES.get(result.timing)
     if note and result.ok:
         lines.append(f"_{escape(note[0].upper() + note[1:])}._")
+    spent = phases_line(result)
+    if spent:
+        lines.append("\n" + escape(spent[0].upper() + spent[1:]) + ".")  # its own paragraph
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from accelopt_cli import render
 from accelopt_cli.main import build_parser, effective_settings_for
 from accelopt_core.evaluation import Evaluator
 from accelopt_core.evaluation.cache import cache_key
+from accelopt_core.search.report import phases_line
 from accelopt_core.settings import Settings, load_settings
 from tests.cli.test_cli_e2e import SOFTMAX, cli_env, run_cli  # noqa: F401 (fixture)
 from tests.gpu_metrics import (
@@ -64,9 +65,9 @@ def test_profile_text_says_where_a_fresh_evaluations_time_went() -> None:
         "· timing 0.90 · GPU facts 0.02"
     )
     result.cached = True  # a cached verdict's phases were another run's
-    assert render.phases_line(result) is None
+    assert phases_line(result) is None
     result.cached, result.metrics = False, gpu_metrics()
-    assert render.phases_line(result) is None
+    assert phases_line(result) is None
 
 
 def test_profile_warns_about_spills_once() -> None:

@@ -73,6 +73,19 @@ def test_hover_has_every_fact_per_kernel_with_kernel_text_in_code_spans() -> Non
     assert "- checked on `x[1] 64→63, x × 63.4 (large), x row-padded` (`x: 16×63`)" in text
 
 
+def test_hover_says_where_a_fresh_profiles_time_went() -> None:
+    _, kernel = softmax()
+    metrics = dict(gpu_metrics(), phases_s={"start": 0.2, "correctness": 30.5, "timing": 9.25})
+    result = ok_result(metrics)
+    result.eval_s = 41.0
+    text = present.kernel_hover(kernel, result, 1, 1, "_memory_", None)
+    assert (
+        "Evaluated in 41.00 s: worker 1.05 · start 0.20 · correctness 30.50 · timing 9.25." in text
+    )
+    result.cached = True  # the cache's verdict: its phases were another evaluation's
+    assert "Evaluated in" not in present.kernel_hover(kernel, result, 1, 1, "_memory_", None)
+
+
 def test_hover_escapes_what_the_kernel_and_the_compiler_wrote() -> None:
     metrics = gpu_metrics(config="BLOCK_`M`=64, *num_warps*=4")
     metrics["derived_inputs"]["skipped"] = [{"name": "x[0] 16→20", "why": "ref <b>raises</b> *x*"}]
