@@ -270,11 +270,16 @@ def _loaded(cand: Candidate) -> None:
 
 
 def _run(
-    req: dict, ctx: dict, stack: Stack, cand: Candidate, peer: ReferencePeer, stage=None
+    req: dict,
+    ctx: dict,
+    stack: Stack,
+    cand: Candidate,
+    peer: ReferencePeer,
+    clock: PhaseClock,
+    stage=None,
 ) -> dict:
-    """Reference, correctness on every seed (of every shape), timing: the result dict
-    (raises Failure)."""
-    clock = ctx.get("phases") or PhaseClock(time.monotonic())
+    """Reference, correctness on every seed (of every shape), timing: the result dict, each
+    phase marked on ``clock`` (raises Failure)."""
     ref = _reference(peer)
     ctx["sizes"] = ref.sizes  # named in every result, failures too (issue 24)
     _init_device(stack, ctx)
@@ -372,7 +377,7 @@ def evaluate(req: dict, ctx: dict) -> dict:
     Three processes: this judge (never runs user or candidate code), the candidate process
     (:mod:`.contestant.process`) and the reference process (:mod:`.judge.referee`, the original file's
     harness), both forked before the judge initialises CUDA."""
-    stack = cand = peer = stage = result = None
+    stack = cand = peer = stage = result = clock = None
     dirs = ctx.get("dirs") or new_dirs()
     try:
         stack = _import_stack(req, ctx)
@@ -380,9 +385,9 @@ def evaluate(req: dict, ctx: dict) -> dict:
         peer = spawn_reference(req, ctx, stack.use_cuda, dirs)
         stage = gpu_stage.spawn(req, ctx, stack.use_cuda, dirs)  # issue 21, runs alongside
         watch_memory(cand.pid, int(req.get("memory_limit_mb") or 8192), ctx)
-        ctx["phases"] = PhaseClock(ctx.get("start") or time.monotonic())
-        ctx["phases"].mark("start")  # the stack imported, the three processes forked
-        result = _run(req, ctx, stack, cand, peer, stage)
+        clock = PhaseClock(ctx.get("start") or time.monotonic())
+        clock.mark("start")  # the stack imported, the three processes forked
+        result = _run(req, ctx, stack, cand, peer, clock, stage)
     except Failure as failure:
         result = add_sizes(dict(failure.result, **(stack.env if stack else {})), ctx.get("sizes"))
     finally:
@@ -393,7 +398,7 @@ def evaluate(req: dict, ctx: dict) -> dict:
             remove_dirs(dirs)  # an unexpected error propagates
     try:
         merged = gpu_stage.merge(result, stage and stage.answer(ctx["deadline"], result), ctx)
-        return _with_phases(merged, ctx.get("phases"))
+        return _with_phases(merged, clock)
     finally:
         if stage is not None:
             stage.stop()
