@@ -9,6 +9,8 @@ The server's first profile of the softmax example is real; its verdict in the ev
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from lsprotocol import types
 
@@ -44,6 +46,11 @@ async def test_lens_hover_and_diagnostics_show_the_gpu_facts(lsp: LspSession) ->
     uri = lsp.open(path)
     first = await lsp.command("accelopt.profile", uri, "softmax_kernel")
     assert "softmax_kernel" in first["kernels"], first
+    line = lsp.line_of(uri, "def softmax_kernel")
+    col = lsp.texts[uri].splitlines()[line].index("softmax_kernel") + 2
+    # a fresh profile's hover says where its time went; the cache's verdict (below) does not
+    fresh = (await lsp.hover(uri, line, col)).contents.value
+    assert re.search(r"\n\nEvaluated in [0-9.]+ s: worker [0-9.]+ · start [0-9.]+ · ", fresh), fresh
 
     await _profile_served(lsp, uri, ok_result(spilling_metrics()))
     lenses = await lsp.lenses(uri)
@@ -61,11 +68,10 @@ async def test_lens_hover_and_diagnostics_show_the_gpu_facts(lsp: LspSession) ->
         == "timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)"
     )
 
-    line = lsp.line_of(uri, "def softmax_kernel")
-    col = lsp.texts[uri].splitlines()[line].index("softmax_kernel") + 2
     hover = await lsp.hover(uri, line, col)
     assert hover is not None
     text = hover.contents.value
+    assert "Evaluated in" not in text
     assert "**GPU facts** of `softmax_kernel` on H100 SXM5 (`sm_90`)" in text
     assert "255 registers/thread · spills 24 B stored, 24 B loaded" in text
     assert "local memory: STL 6, LDL 6" in text
