@@ -129,7 +129,7 @@ def settings_file_layer(path: str) -> ConfigLayer:
 def settings_start(args: argparse.Namespace) -> Path:
     """Where the project file is looked for: the kernel file (or directory) of ``optimize``,
     ``profile``, ``config PATH`` and ``report FILE``; else the working directory."""
-    path = getattr(args, "path", None)
+    path = getattr(args, "path", None) or (getattr(args, "paths", None) or [None])[0]
     source = getattr(args, "source", None)  # ``report FILE``: the kernel file's project
     if not path and source and Path(source).is_file():
         path = source
@@ -255,11 +255,23 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_profile_parser(sub: Any) -> None:
-    prof = sub.add_parser("profile", help="evaluate the file as it is (correctness + latency)")
-    prof.add_argument("path", help="kernel file, or a harness file that imports its kernel")
-    prof.add_argument("--harness", help=_HARNESS_HELP)
+    prof = sub.add_parser(
+        "profile",
+        help="evaluate the files as they are (correctness + latency)",
+        description="Evaluate each kernel file as it is (correctness + latency). Several files "
+        "are evaluated at once, as many as the target has slots, on the same warm workers "
+        "(with --harness, each is measured by that harness); the settings are those of the "
+        "first file's project, and files whose projects set others are refused.",
+    )
+    prof.add_argument(
+        "paths",
+        nargs="+",
+        metavar="path",
+        help="kernel file, or a harness file that imports its kernel (several: each profiled)",
+    )
+    prof.add_argument("--harness", help=_HARNESS_HELP + " (with several paths: of each)")
     prof.add_argument("--dataset", metavar="ROOT", help=_DATASET_HELP)
-    prof.add_argument("--kernel")
+    prof.add_argument("--kernel", help="the kernel to profile (one path only)")
     _add_gpu_option(prof)
     _add_common_options(prof)
 

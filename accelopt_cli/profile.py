@@ -1,23 +1,30 @@
-"""``accelopt profile PATH``: evaluate a kernel file as it is (correctness + latency).
+"""``accelopt profile PATH [PATH ...]``: evaluate kernel files as they are (correctness +
+latency).
 
-One evaluation through :class:`accelopt_core.engine.Engine` on the configured target; prints the
-result's summary and the latency median with p20/p80 (ms), or one JSON object with ``--json``.
-Exit status 0 when the kernel came back correct, or when the CPU interpreter cannot run it but
-it compiles for the GPU (``metrics["not_timed"]``: its device facts are shown, "not timed"), 1
-otherwise.
+One evaluation per file through one :class:`accelopt_core.engine.Engine` on the configured
+target (several files run at once, as many as it has slots, on the same warm workers); prints
+each result's summary and the latency median with p20/p80 (ms), or with ``--json`` one JSON
+object (a list of them for several files). Exit status 0 when every kernel came back correct,
+or the CPU interpreter cannot run it but it compiles for the GPU (``metrics["not_timed"]``: its
+device facts are shown, "not timed"), 1 otherwise, 2 for a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from accelopt_cli import render
 from accelopt_cli.kernel_args import choose_kernel, load_kernel
 from accelopt_core import devicefacts
+from accelopt_core.configfiles import file_layers, resolve
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.settings import Settings
@@ -26,49 +33,124 @@ from accelopt_core.settings import Settings
 def run_profile_command(
     args: argparse.Namespace, settings: Settings, out: Console, err: Console
 ) -> int:
-    """Run ``accelopt profile`` as parsed into ``args``; returns the exit status (0 or 1).
+    """Run ``accelopt profile`` as parsed into ``args``; returns the exit status: 0 when every
+    file came back correct (or compiles for the GPU where the interpreter cannot run it), 1
+    otherwise, 2 for a usage error (``--kernel`` with several paths, files whose projects set
+    other settings).
 
     Never raises for a bad file or an unusable target: the reason is printed on ``err``."""
-    return asyncio.run(profile(args, settings, out, err))
+    paths = list(getattr(args, "paths", None) or [args.path])
+    if len(paths) > 1:
+        problem = _several_paths_problem(args, paths)
+        if problem:
+            err.print(f"[red]error:[/] {escape(problem)}", highlight=False, soft_wrap=True)
+            return 2
+    return asyncio.run(profile_paths(args, paths, settings, out, err))
 
 
-async def profile(args: argparse.Namespace, settings: Settings, out: Console, err: Console) -> int:
-    """The body of :func:`run_profile_command`, on a running event loop."""
-    kf = load_kernel(args.path, err, getattr(args, "harness", None), getattr(args, "dataset", None))
-    if kf is None:
-        return 1
-    kernel = choose_kernel(kf, args.kernel, err) if args.kernel else None
-    if args.kernel and kernel is None:
-        return 1
-    result = await _evaluate(settings, kf, kernel, err)
-    if result is None:
-        return 1
-    if args.json:
-        data = {"path": args.path, "kernel": kernel, "target": settings.target}
+def _several_paths_problem(args: argparse.Namespace, paths: list[str]) -> str | None:
+    """Why ``paths`` cannot be profiled in one run, or None: ``--kernel`` names one file's
+    kernel; a file whose project (``accelopt.toml``, the user config) gives other settings than
+    the first file's would be evaluated with settings not its own. (``--harness`` measures
+    each path.)"""
+    if getattr(args, "kernel", None):
+        return f"--kernel applies to one path; profile {len(paths)} files without it"
+    first = resolve(*file_layers(Path(paths[0]))).settings
+    for path in paths[1:]:
+        if resolve(*file_layers(Path(path))).settings != first:
+            return (
+                f"{path}: its project's settings differ from those of {paths[0]}; "
+                "profile the two projects' files in separate runs"
+            )
+    return None
+
+
+async def profile_paths(
+    args: argparse.Namespace, paths: list[str], settings: Settings, out: Console, err: Console
+) -> int:
+    """Profile each of ``paths`` on one engine (the target's slots run them concurrently, on
+    the same warm workers) and print each one's result in the order given; ``--json`` prints
+    one object for one path (nothing when it could not be evaluated: the reason is on
+    ``err``), a list of them for several (a file that could not be evaluated is
+    ``{"path": ..., "error": <the message>}``). Returns 0 when every file's verdict is."""
+    several = len(paths) > 1
+    files = [_File(p, several) for p in paths]
+    await asyncio.to_thread(lambda: [f.load(args) for f in files])  # one at a time: imports
+    if any(f.kf is not None for f in files):
+        from accelopt_core.engine import Engine
+
+        try:
+            engine = Engine(settings, log=render.engine_log(err))
+        except Exception as exc:  # an unusable target: a message, never a traceback
+            err.print(f"[red]error:[/] {type(exc).__name__}: {escape(str(exc))}")
+            return 1
+        try:
+            await asyncio.gather(*(f.evaluate(engine) for f in files if f.kf is not None))
+        finally:
+            await engine.close()
+    objects = []
+    for f in files:
+        if several and not args.json:
+            out.rule(escape(f.path), align="left")
+        said = f.said()
+        if said:
+            err.print(said, end="", markup=False, highlight=False)
+        if f.result is None:
+            objects.append({"path": f.path, "error": said.strip() or "not evaluated"})
+            continue
+        data = {"path": f.path, "kernel": f.kernel, "target": settings.target}
         data["gpu"] = settings.gpu_name  # the configured GPU; metrics["gpu"] has its facts
-        data.update(render.workload_fields(kf))
-        print(json.dumps({**data, **result.to_dict()}, indent=2))
-    else:
-        render.print_workload(out, kf)
-        render.print_profile(out, err, result, args.path)
-    return 0 if result.ok or devicefacts.not_timed(result.metrics) else 1
+        data.update(render.workload_fields(f.kf))
+        objects.append({**data, **f.result.to_dict()})
+        if not args.json:
+            render.print_workload(out, f.kf)
+            render.print_profile(out, err, f.result, f.path)
+    if args.json and (several or files[0].result is not None):
+        print(json.dumps(objects if several else objects[0], indent=2))
+    return max(0 if f.verdict_ok else 1 for f in files)
 
 
-async def _evaluate(
-    settings: Settings, kf: KernelFile, kernel: str | None, err: Console
-) -> EvalResult | None:
-    """Profile ``kernel`` of ``kf`` (None: the harness's entry); None (reason printed) when the
-    file cannot be evaluated or the target failed."""
-    from accelopt_core.engine import Engine
+class _File:
+    """One path of a profile run: its kernel file once loaded (None: it cannot be evaluated),
+    the kernel asked for, the result, and what was said about it. With several paths that
+    text is kept (:meth:`said`) and printed in the order of the paths; with one, it goes to
+    stderr as it happens."""
 
-    engine = Engine(settings, log=render.engine_log(err))
-    try:
-        return await engine.profile(kf, kernel)
-    except (ValueError, KeyError) as exc:
-        err.print(f"[red]error:[/] {exc}")
-        return None
-    except Exception as exc:  # target unusable (TargetError), ...: a message, never a traceback
-        err.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
-        return None
-    finally:
-        await engine.close()
+    def __init__(self, path: str, several: bool) -> None:
+        self.path = path
+        self._buffer = io.StringIO() if several else None
+        shown = Console(stderr=True)  # the width the messages would have had on stderr
+        self.err = Console(file=self._buffer, width=shown.width) if several else shown
+        self.kf: KernelFile | None = None
+        self.kernel: str | None = None
+        self.result: EvalResult | None = None
+
+    def load(self, args: argparse.Namespace) -> None:
+        """Load the file and choose ``--kernel`` (blocking; run in a thread)."""
+        harness, dataset = getattr(args, "harness", None), getattr(args, "dataset", None)
+        kf = load_kernel(self.path, self.err, harness, dataset)
+        if kf is not None and args.kernel:
+            self.kernel = choose_kernel(kf, args.kernel, self.err)
+            if self.kernel is None:
+                return
+        self.kf = kf
+
+    async def evaluate(self, engine: Any) -> None:
+        """Profile the loaded kernel (:meth:`Engine.profile`); a file that cannot be evaluated
+        or a failed target leaves :attr:`result` None, with the reason said."""
+        try:
+            self.result = await engine.profile(self.kf, self.kernel)
+        except (ValueError, KeyError) as exc:
+            self.err.print(f"[red]error:[/] {exc}")
+        except Exception as exc:  # target unusable (TargetError), ...: a message, never a traceback
+            self.err.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
+
+    def said(self) -> str:
+        """The messages kept for this path (empty with one path: they were printed)."""
+        return self._buffer.getvalue() if self._buffer is not None else ""
+
+    @property
+    def verdict_ok(self) -> bool:
+        """Correct, or not timed by the interpreter but compiled for the GPU."""
+        r = self.result
+        return r is not None and (r.ok or devicefacts.not_timed(r.metrics))

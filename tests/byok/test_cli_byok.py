@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -34,63 +35,7 @@ def _assert_three_shapes(report: dict) -> None:
     assert all(row["latency_ms"] > 0 for row in rows[:2])
 
 
-def test_profile_harness_file_and_kernel_module_with_harness_agree(
-    module_pkg: Path, module_cli: CLI
-) -> None:
-    before = snapshot(module_pkg.parent)
-    bench = module_pkg / "benchmarks" / "bench_rms_norm.py"
-    rc, report, err = module_cli.json("profile", bench)
-    assert rc == 0, err
-    _assert_three_shapes(report)
-    assert report["timing"] == "interpreter" and report["target"] == "local"
-    # the kernel module the harness measures, and what is shipped with it
-    assert report["module"] == str(module_pkg / "ops" / "rms_norm.py")
-    assert report["module_name"] == "minikern.ops.rms_norm"
-    assert report["harness"] == str(bench) and report["kernelbench"] is None
-    assert {"minikern/utils.py", "minikern/ops/rms_norm.py", "minikern/__init__.py"} <= set(
-        report["closure"]
-    )
-    assert "minikern/benchmarks/bench_scale_shift.py" not in report["closure"]
-
-    rc, same, err = module_cli.json(
-        "profile", module_pkg / "ops" / "rms_norm.py", "--harness", bench
-    )
-    assert rc == 0, err
-    _assert_three_shapes(same)
-    assert (same["status"], same["message"]) == (report["status"], report["message"])
-    assert snapshot(module_pkg.parent) == before  # no __pycache__, no temp file in the package
-
-
-def test_autotuned_kernel_reports_the_config_it_ran(module_pkg: Path, module_cli: CLI) -> None:
-    rc, report, err = module_cli.json("profile", module_pkg / "benchmarks" / "bench_scale_shift.py")
-    assert rc == 0, err
-    assert report["status"] == "ok", report["message"]
-    autotune = report["metrics"]["autotune"]
-    assert list(autotune) == ["_scale_shift_kernel"]
-    assert "BLOCK_SIZE=64" in autotune["_scale_shift_kernel"]
-    assert "config 1 of 3" in autotune["_scale_shift_kernel"]
-    assert "_scale_shift_kernel" in report["message"]
-
-
-def test_autograd_function_apply_entry_checks_forward_and_backward(
-    module_pkg: Path, module_cli: CLI, tmp_path: Path
-) -> None:
-    rc, report, err = module_cli.json(
-        "profile", module_pkg / "benchmarks" / "bench_rms_norm_backward.py"
-    )
-    assert rc == 0, err
-    _assert_three_shapes(report)
-
-    # the backward kernel really is checked: a dX that drops its second term is caught
-    pkg = copy_project(tmp_path / "project")
-    kernel = pkg / "ops" / "rms_norm.py"
-    good = "    dx = rstd * g - x * (rstd * rstd * rstd) * (tl.sum(g * x, axis=0) / n_cols)\n"
-    assert good in kernel.read_text()
-    kernel.write_text(kernel.read_text().replace(good, "    dx = rstd * g\n"))
-    rc, wrong, _ = module_cli.json("profile", pkg / "benchmarks" / "bench_rms_norm_backward.py")
-    assert rc == 1 and wrong["status"] == "incorrect", wrong["message"]
-    assert "shape M=4, N=64" in wrong["message"]
-
+_GOOD_DX = "    dx = rstd * g - x * (rstd * rstd * rstd) * (tl.sum(g * x, axis=0) / n_cols)\n"
 
 _CONFIGS = [
     ('triton.Config({"BLOCK_SIZE": 64}, num_warps=2)', "64", "True"),
@@ -116,15 +61,96 @@ def _break_third_config(path: Path) -> None:
     path.write_text(text)
 
 
-def test_a_wrong_autotune_config_is_named(tmp_path: Path, module_cli: CLI) -> None:
-    pkg = copy_project(tmp_path / "project")
-    _break_third_config(pkg / "ops" / "scale_shift.py")
-    before = snapshot(pkg.parent)
-    rc, report, _ = module_cli.json("profile", pkg / "benchmarks" / "bench_scale_shift.py")
-    assert rc == 1
+@dataclass
+class Profiled:
+    """One ``accelopt profile --json`` run over the package's harnesses and two broken copies
+    (the files evaluated two at a time, on the CLI's warm workers): each file's report by
+    name, the run's stderr, and snapshots of the package trees before the run."""
+
+    reports: dict[str, dict]
+    err: str
+    pkg: Path
+    before: dict[str, dict[str, str]]
+
+
+@pytest.fixture(scope="module")
+def profiled(
+    module_pkg: Path, module_cli: CLI, tmp_path_factory: pytest.TempPathFactory
+) -> Profiled:
+    """The harness files of the package, a copy whose backward kernel drops dX's second term
+    and a copy whose third autotune config drops the shift, profiled in one run."""
+    no_second_term = copy_project(tmp_path_factory.mktemp("no-second-term"))
+    kernel = no_second_term / "ops" / "rms_norm.py"
+    assert _GOOD_DX in kernel.read_text()
+    kernel.write_text(kernel.read_text().replace(_GOOD_DX, "    dx = rstd * g\n"))
+    third_config = copy_project(tmp_path_factory.mktemp("third-config"))
+    _break_third_config(third_config / "ops" / "scale_shift.py")
+    files = {
+        "rms_norm": module_pkg / "benchmarks" / "bench_rms_norm.py",
+        "scale_shift": module_pkg / "benchmarks" / "bench_scale_shift.py",
+        "backward": module_pkg / "benchmarks" / "bench_rms_norm_backward.py",
+        "wrong_backward": no_second_term / "benchmarks" / "bench_rms_norm_backward.py",
+        "wrong_config": third_config / "benchmarks" / "bench_scale_shift.py",
+    }
+    trees = (module_pkg, third_config)
+    before = {str(pkg): snapshot(pkg.parent) for pkg in trees}
+    rc, reports, err = module_cli.json("profile", *files.values(), timeout=600)
+    assert rc == 1, err  # the two broken copies are incorrect
+    assert [r["path"] for r in reports] == [str(p) for p in files.values()]
+    return Profiled(dict(zip(files, reports, strict=True)), err, module_pkg, before)
+
+
+def test_profile_harness_file_and_kernel_module_with_harness_agree(
+    profiled: Profiled, module_cli: CLI
+) -> None:
+    module_pkg = profiled.pkg
+    bench = module_pkg / "benchmarks" / "bench_rms_norm.py"
+    report = profiled.reports["rms_norm"]
+    _assert_three_shapes(report)
+    assert report["timing"] == "interpreter" and report["target"] == "local"
+    # the kernel module the harness measures, and what is shipped with it
+    assert report["module"] == str(module_pkg / "ops" / "rms_norm.py")
+    assert report["module_name"] == "minikern.ops.rms_norm"
+    assert report["harness"] == str(bench) and report["kernelbench"] is None
+    assert {"minikern/utils.py", "minikern/ops/rms_norm.py", "minikern/__init__.py"} <= set(
+        report["closure"]
+    )
+    assert "minikern/benchmarks/bench_scale_shift.py" not in report["closure"]
+
+    rc, same, err = module_cli.json(
+        "profile", module_pkg / "ops" / "rms_norm.py", "--harness", bench
+    )
+    assert rc == 0, err
+    _assert_three_shapes(same)
+    assert (same["status"], same["message"]) == (report["status"], report["message"])
+    # no __pycache__, no temp file in the package
+    assert snapshot(module_pkg.parent) == profiled.before[str(module_pkg)]
+
+
+def test_autotuned_kernel_reports_the_config_it_ran(profiled: Profiled) -> None:
+    report = profiled.reports["scale_shift"]
+    assert report["status"] == "ok", report["message"]
+    autotune = report["metrics"]["autotune"]
+    assert list(autotune) == ["_scale_shift_kernel"]
+    assert "BLOCK_SIZE=64" in autotune["_scale_shift_kernel"]
+    assert "config 1 of 3" in autotune["_scale_shift_kernel"]
+    assert "_scale_shift_kernel" in report["message"]
+
+
+def test_autograd_function_apply_entry_checks_forward_and_backward(profiled: Profiled) -> None:
+    _assert_three_shapes(profiled.reports["backward"])
+    # the backward kernel really is checked: a dX that drops its second term is caught
+    wrong = profiled.reports["wrong_backward"]
+    assert wrong["status"] == "incorrect", wrong["message"]
+    assert "shape M=4, N=64" in wrong["message"]
+
+
+def test_a_wrong_autotune_config_is_named(profiled: Profiled) -> None:
+    report = profiled.reports["wrong_config"]
     assert report["status"] == "incorrect", report["message"]
     assert "autotune config 3 of 3" in report["message"]
-    assert snapshot(pkg.parent) == before
+    pkg = Path(report["module"]).parents[1]
+    assert snapshot(pkg.parent) == profiled.before[str(pkg)]
 
 
 def _unchanged_except(before: dict[str, str], after: dict[str, str], rel: str) -> None:
@@ -226,15 +252,15 @@ def kernelbench(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_kernelbench_problem_as_harness(kernelbench: Path, module_cli: CLI) -> None:
     before = snapshot(kernelbench)
     problem = kernelbench / "problem_rms_scale.py"
-    rc, report, err = module_cli.json("profile", kernelbench / "new_model.py", "--harness", problem)
-    assert rc == 0, err
+    models = [kernelbench / "new_model.py", kernelbench / "wrong_model.py"]
+    rc, (report, wrong), err = module_cli.json("profile", *models, "--harness", problem)
+    assert rc == 1, err  # each ModelNew measured by the problem: the wrong one is incorrect
+    assert report["path"] == str(models[0]) and wrong["path"] == str(models[1])
     assert report["status"] == "ok", report["message"]
     assert report["max_abs_error"] < 1e-2  # KernelBench's atol
     assert report["kernelbench"] == "problem_rms_scale" and report["harness"] == str(problem)
-
-    rc, wrong, _ = module_cli.json("profile", kernelbench / "wrong_model.py", "--harness", problem)
-    assert rc == 1 and wrong["status"] == "incorrect", wrong["message"]
-    assert "mismatch" in wrong["message"]
+    assert wrong["status"] == "incorrect", wrong["message"]
+    assert wrong["kernelbench"] == "problem_rms_scale" and "mismatch" in wrong["message"]
     assert snapshot(kernelbench) == before
 
 

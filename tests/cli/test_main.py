@@ -116,3 +116,36 @@ def test_project_file_then_settings_file_then_flags_with_provenance(tmp_path: Pa
     assert effective.sources["search.samplesPerPlan"] == "command line"
     (issue,) = effective.issues
     assert issue.source == str(extra) and issue.key == "accelopt.search.plansPerCandidate"
+
+
+def test_profile_of_several_files_refuses_a_kernel_name_and_mixed_projects(
+    tmp_path: Path, capsys
+) -> None:
+    # --kernel names one file's kernel; a file of a project with other settings would be
+    # evaluated with the first project's: each is a usage error (2) naming the cause, before
+    # anything is evaluated
+    first, second = tmp_path / "a" / "k.py", tmp_path / "b" / "k.py"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_text("def broken(:\n")
+    assert main(["profile", str(first), str(first), "--kernel", "x"]) == 2
+    assert "--kernel applies to one path" in capsys.readouterr().err
+    (second.parent / "accelopt.toml").write_text("[evaluation]\nseeds = 2\n")
+    assert main(["profile", str(first), str(second)]) == 2
+    err = capsys.readouterr().err
+    assert f"{second}: its project's settings differ from those of {first}" in err
+
+
+def test_profile_json_of_several_files_is_a_list_in_their_order(tmp_path: Path, capsys) -> None:
+    # files that cannot be evaluated are entries with the located message, in the order given,
+    # and the run exits 1; no target is started for them
+    broken = tmp_path / "broken.py"
+    broken.write_text("import triton\ndef broken(:\n")
+    missing = tmp_path / "missing.py"
+    assert main(["profile", "--json", str(missing), str(broken)]) == 1
+    out = capsys.readouterr()
+    reports = json.loads(out.out)
+    assert [r["path"] for r in reports] == [str(missing), str(broken)]
+    assert f"{missing}:1:1: no such file" in reports[0]["error"]
+    assert f"{broken}:2:12: error: syntax error" in reports[1]["error"]
+    assert out.err.index(f"{missing}:1:1") < out.err.index(f"{broken}:2:12")
