@@ -15,7 +15,8 @@ session independent of the user's ambient setup, and :func:`leave` restores it:
   (the LLM double is the only service), ``TRITON_*``, ``NKI_*`` and ``NEURON_*``; tests that want
   one set it themselves. ``ACCELOPT_SHAPE=small`` (the examples' interpreter-sized inputs).
 - A Neuron SDK (``nki`` or ``neuronxcc``, the real one or tests/doubles) found through
-  ``PYTHONPATH`` is taken off ``PYTHONPATH`` and ``sys.path``: the NKI tests put the double on the
+  ``PYTHONPATH`` is taken off ``PYTHONPATH`` and ``sys.path`` (in pytest-xdist's workers too,
+  through :data:`HIDDEN_SDK_ENV`): the NKI tests put the double on the
   path of their own subprocesses (tests/nki/conftest.py). An SDK installed in site-packages cannot
   be hidden; :func:`sdk_installed` says so, for the few tests that need a machine without one.
 - Loopback never goes through a proxy (``NO_PROXY``): the LLM double, sshd and Ray listen there.
@@ -47,6 +48,11 @@ SCRUBBED = ("ACCELOPT_", "OPENAI_", "TRITON_", "NKI_", "NEURON_")
 
 #: The Neuron SDK's top-level packages (current and legacy).
 SDK_PACKAGES = ("nki", "neuronxcc")
+
+#: The SDK path entries the session hid, for its pytest-xdist workers: xdist gives each worker
+#: the controller's ``sys.path`` as it was before :func:`enter` (PYTHONPATH's entries included),
+#: and the worker's environment no longer names them.
+HIDDEN_SDK_ENV = "ACCELOPT_TEST_HIDDEN_SDK_PATHS"
 
 _saved: dict[str, str] | None = None
 _saved_path: list[str] = []
@@ -81,10 +87,13 @@ def enter(triton_cache: Path | None) -> None:
     for name in [n for n in os.environ if _scrubbed(n)]:
         del os.environ[name]
     pythonpath, dropped = _without_sdk(os.environ.get("PYTHONPATH", ""))
+    dropped |= {p for p in os.environ.get(HIDDEN_SDK_ENV, "").split(os.pathsep) if p}
     if pythonpath:
         os.environ["PYTHONPATH"] = pythonpath
     else:
         os.environ.pop("PYTHONPATH", None)
+    if dropped:
+        os.environ[HIDDEN_SDK_ENV] = os.pathsep.join(sorted(dropped))
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") not in dropped]
     _home = tempfile.mkdtemp(prefix="accelopt-tests-home-")
     home = Path(_home)
