@@ -24,7 +24,7 @@ from rich.markup import escape
 from accelopt_cli import render
 from accelopt_cli.kernel_args import choose_kernel, load_kernel
 from accelopt_core import devicefacts
-from accelopt_core.configfiles import file_layers, resolve
+from accelopt_core.configfiles import file_layers, find_project_file, resolve
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.onsite.protocol import EvalResult
 from accelopt_core.settings import Settings
@@ -55,9 +55,17 @@ def _several_paths_problem(args: argparse.Namespace, paths: list[str]) -> str | 
     each path.)"""
     if getattr(args, "kernel", None):
         return f"--kernel applies to one path; profile {len(paths)} files without it"
-    first = resolve(*file_layers(Path(paths[0]))).settings
+    by_project: dict[Path | None, Settings] = {}  # files of one project resolve alike
+
+    def settings_of(path: str) -> Settings:
+        project = find_project_file(Path(path))
+        if project not in by_project:
+            by_project[project] = resolve(*file_layers(Path(path))).settings
+        return by_project[project]
+
+    first = settings_of(paths[0])
     for path in paths[1:]:
-        if resolve(*file_layers(Path(path))).settings != first:
+        if settings_of(path) != first:
             return (
                 f"{path}: its project's settings differ from those of {paths[0]}; "
                 "profile the two projects' files in separate runs"
@@ -74,7 +82,7 @@ async def profile_paths(
     ``err``), a list of them for several (a file that could not be evaluated is
     ``{"path": ..., "error": <the message>}``). Returns 0 when every file's verdict is."""
     several = len(paths) > 1
-    files = [_File(p, several) for p in paths]
+    files = [_File(p, err, several) for p in paths]
     await asyncio.to_thread(lambda: [f.load(args) for f in files])  # one at a time: imports
     if any(f.kf is not None for f in files):
         from accelopt_core.engine import Engine
@@ -113,14 +121,13 @@ async def profile_paths(
 class _File:
     """One path of a profile run: its kernel file once loaded (None: it cannot be evaluated),
     the kernel asked for, the result, and what was said about it. With several paths that
-    text is kept (:meth:`said`) and printed in the order of the paths; with one, it goes to
-    stderr as it happens."""
+    text is kept (:meth:`said`, at the width of ``err``) and printed in the order of the
+    paths; with one, it goes to ``err`` as it happens."""
 
-    def __init__(self, path: str, several: bool) -> None:
+    def __init__(self, path: str, err: Console, several: bool) -> None:
         self.path = path
         self._buffer = io.StringIO() if several else None
-        shown = Console(stderr=True)  # the width the messages would have had on stderr
-        self.err = Console(file=self._buffer, width=shown.width) if several else shown
+        self.err = Console(file=self._buffer, width=err.width) if several else err
         self.kf: KernelFile | None = None
         self.kernel: str | None = None
         self.result: EvalResult | None = None
