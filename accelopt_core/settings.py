@@ -193,8 +193,9 @@ class EvaluationSettings(_Model):
     )
     warm_workers: bool = Field(
         True,
-        description="Keep a warm worker per evaluation slot (torch and triton imported once, "
-        "one forked process per candidate); false starts a fresh Python per candidate.",
+        description="Keep a warm worker that serves every evaluation slot (torch and triton "
+        "imported once, one forked process per candidate); false starts a fresh Python per "
+        "candidate.",
     )
     max_interpreter_speedup: float = Field(
         50.0,

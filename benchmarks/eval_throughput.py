@@ -1,8 +1,9 @@
 """Evaluations per minute with cold workers vs warm workers (issue 14), same candidates.
 
 Cold (``accelopt.evaluation.warmWorkers: false``): every candidate pays a fresh Python start and
-``import torch, triton``. Warm (the default): each slot keeps a fork server that imported the
-stack once and forks one child per candidate. Each run evaluates the same list of candidates
+``import torch, triton``. Warm (the default): the local target keeps one fork server for its
+slots (the ssh agent and the Ray actors one per host or device) that imported the stack once and
+forks one child per candidate. Each run evaluates the same list of candidates
 (correct, incorrect, compile error; tests/candidates/) on 2 seeds under the Triton interpreter,
 ``capacity`` at a time, on a fresh target, so the warm figure includes starting its workers.
 The verdicts of both modes must agree (checked).

@@ -1,7 +1,7 @@
 """The ``local`` target: evaluations in worker processes on this machine.
 
-Warm (``accelopt.evaluation.warmWorkers``, the default): each slot keeps a warm worker
-(:mod:`.warm`: torch and triton imported once, one forked child per candidate). Cold: each
+Warm (``accelopt.evaluation.warmWorkers``, the default): one warm worker serves every slot
+(:mod:`.warm`: torch and triton imported once, one forked supervisor per candidate). Cold: each
 evaluation is a fresh worker, ``[sys.executable, "-c", BOOTSTRAP]`` with the worker source and
 the request on stdin (:mod:`accelopt_core.targets.shipping`), exactly as on remote targets.
 Processes are started with :func:`asyncio.create_subprocess_exec` in their own session, so the
@@ -115,7 +115,7 @@ class LocalTarget:
 
     Capacity: one evaluation per visible CUDA GPU (each pinned to its own device), else
     ``settings.evaluation.cpu_slots`` concurrent Triton-interpreter evaluations. With
-    ``settings.evaluation.warm_workers`` each slot keeps a warm worker (:class:`.warm.WarmSlots`).
+    ``settings.evaluation.warm_workers`` one warm worker serves the slots (:class:`.warm.WarmSlots`).
 
     Attributes:
         name: ``"local"``.
@@ -123,8 +123,8 @@ class LocalTarget:
         nki_stack: the NKI stack the workers find (:func:`discover_nki_stack`), ``{}`` without
             a Neuron SDK.
         warm: the warm workers, or None on the cold path.
-        active_pids: pids of the worker processes evaluating right now (the cold workers'
-            supervisors, or the busy warm workers; for diagnostics and tests).
+        active_pids: pids of the supervisors evaluating right now (the cold workers, or the
+            warm worker's forks; for diagnostics and tests).
     """
 
     name = "local"
@@ -170,34 +170,31 @@ class LocalTarget:
             return await self._run(pinned(request, device))
 
     async def _run_warm(self, request: EvalRequest, device: str | None) -> EvalResult:
-        """One request on the slot's warm worker; a worker that dies, hangs past the outer
-        timeout or is cancelled is killed (the slot starts a new one next time)."""
+        """One request on the target's warm worker (shared by the slots). An evaluation past
+        the outer timeout, or cancelled, is stopped in the worker (its supervisor and
+        candidate); a worker that died, or did not stop it, is killed (the next evaluation
+        starts a new one)."""
         start = time.monotonic()
         try:
             worker = await self.warm.take(device)
         except WarmWorkerError as exc:
             return EvalResult.failure("runtime_error", str(exc), eval_s=0.0)
         outer = request.timeout_s * 1.1 + 10.0
-        self.active_pids.add(worker.proc.pid)
         try:
-            result = await asyncio.wait_for(worker.evaluate(request), timeout=outer)
+            result = await asyncio.wait_for(
+                worker.evaluate(request, self.active_pids), timeout=outer
+            )
         except asyncio.TimeoutError:
-            await self.warm.discard(worker)
             return EvalResult.failure(
                 "timeout",
-                f"the worker gave no result within {outer:.0f} s and was killed",
+                f"the worker gave no result within {outer:.0f} s; the evaluation was killed",
                 eval_s=time.monotonic() - start,
             )
         except WarmWorkerError as exc:
             await self.warm.discard(worker)
             result = EvalResult.failure("runtime_error", f"{exc} without a result")
-        except BaseException:  # cancelled: take the worker and its child down, then re-raise
-            await asyncio.shield(self.warm.discard(worker))
-            raise
-        else:
-            self.warm.give(device, worker)
         finally:
-            self.active_pids.discard(worker.proc.pid)
+            self.warm.give(device, worker)
         result.eval_s = time.monotonic() - start
         return result
 

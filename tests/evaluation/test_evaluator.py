@@ -123,8 +123,10 @@ async def test_cancellation_kills_the_worker_within_a_second(tmp_path, monkeypat
         await asyncio.sleep(0.05)
     assert pidfile.exists(), "the hanging candidate never started"
     child = int(pidfile.read_text())
-    (supervisor,) = target.active_pids
+    (supervisor,) = target.active_pids  # the cold worker, or the warm worker's fork
     assert alive(child) and alive(supervisor)
+    zygotes = set(target.warm.pids) if warm else set()
+    assert len(zygotes) == warm and supervisor not in zygotes
     cancelled_at = time.monotonic()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -135,8 +137,10 @@ async def test_cancellation_kills_the_worker_within_a_second(tmp_path, monkeypat
     assert not alive(child)
     assert time.monotonic() - cancelled_at < 1.0
     assert target.active_pids == set()
-    # the slot is free again: a new evaluation runs
+    # the slot is free again: a new evaluation runs (on the same warm worker)
     assert (await evaluator.evaluate(BASE, OK, "add")).status == "ok"
+    if warm:
+        assert target.warm.pids == zygotes and all(alive(pid) for pid in zygotes)
     await target.close()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -85,6 +86,27 @@ def test_exit_hang_memory_and_corruption_leave_the_next_candidate_a_fresh_stack(
 def test_bad_request_frame_gets_a_result_and_the_worker_goes_on(runner):
     assert runner.run_raw([1, 2])["status"] == "runtime_error"
     assert runner.run_raw({"probe": True})["status"] == "ok"
+
+
+def test_requests_with_ids_are_answered_by_id(runner):
+    """``N`` frames (the local target's, several in flight): a bad one is answered at once
+    under its id, a good one gets its supervisor's pid (``P``) and then its result (``A``)."""
+
+    def send(kind: bytes, body: bytes) -> None:
+        runner.proc.stdin.write(kind + struct.pack("<Q", len(body)) + body)
+
+    send(b"N", struct.pack("<I", 7) + b"[1, 2]")
+    send(b"N", struct.pack("<I", 8) + json.dumps({"probe": True}).encode())
+    runner.proc.stdin.flush()
+    bad = runner._frame(b"A")
+    assert struct.unpack("<I", bad[:4]) == (7,)
+    assert json.loads(bad[4:])["status"] == "runtime_error"
+    rid, supervisor = struct.unpack("<II", runner._frame(b"P"))
+    assert rid == 8 and supervisor not in (runner.proc.pid, 0)
+    good = runner._frame(b"A")
+    assert struct.unpack("<I", good[:4]) == (8,) and json.loads(good[4:])["status"] == "ok"
+    assert not alive(supervisor)  # reaped by the zygote
+    assert runner.run_raw({"probe": True})["status"] == "ok"  # the one-at-a-time frames too
 
 
 #: The owner: starts a warm (or cold) worker, sends it the hanging candidate, prints the

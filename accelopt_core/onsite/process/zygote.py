@@ -1,10 +1,10 @@
-"""The warm worker (fork server): one long-lived process per evaluation slot that has imported
-the kernel's stack once and forks one fresh child per request (issue 14).
+"""The warm worker (fork server): one long-lived process that has imported the kernel's stack
+once and forks one fresh supervisor per request (issues 14 and 33).
 
 Targets start it exactly like the cold worker, ``python -c BOOTSTRAP`` with ``bundle("zygote")``
-first on its stdin (:mod:`accelopt_core.targets.shipping`); the local target runs it directly,
-the ssh agent (:mod:`.process.agent`) on the remote for the connection's lifetime, the Ray target in a
-Ray actor per device. Nothing is written to disk.
+first on its stdin (:mod:`accelopt_core.targets.shipping`); the local target runs one for all its
+slots, the ssh agent (:mod:`.process.agent`) one on the remote for the connection's lifetime,
+the Ray target one in a Ray actor per device. Nothing is written to disk.
 
 Start-up (:func:`main`): death with the owner (``PR_SET_PDEATHSIG`` = SIGKILL, and end-of-file
 on stdin: the owner's end of the pipe closes when it dies, even by ``kill -9``), fd 1 moved to a
@@ -19,44 +19,51 @@ shared.
 Thread pools (OpenMP / intra-op) start at the first parallel operation, never at import, so
 the fork happens while the process has no worker threads that could hold a lock.
 
-Per request the child is forked by :func:`.process.supervisor.supervise`, the same code as the cold
-path: own process and session, hard timeout, memory limit, crash and hang classification, the
-static gate. A candidate that monkey-patches torch patches only its own child's copy.
+Per request the zygote forks a supervisor (a copy of itself, stack imported), which runs
+:func:`.process.supervisor.supervise`, the same code as the cold path: own process and session
+for the candidate, hard timeout, memory limit, crash and hang classification, the static gate.
+So one zygote serves every evaluation slot of its owner at once (issue 33: one torch import per
+target, not one per slot), and cancelling one evaluation stops only its supervisor. A candidate
+that monkey-patches torch patches only its own child's copy.
 
-Wire format (integers little-endian), after the bundle:
+Wire format (integers little-endian; every frame is a kind byte + u64 length + body), after
+the bundle:
 
-- zygote -> owner, once: ``b"H"`` + u64 length + JSON ``{"pid", "versions", "preloaded",
-  "cuda_initialized"}``.
-- owner -> zygote, per evaluation: ``b"E"`` + u64 length + the request JSON
-  (:meth:`~.protocol.EvalRequest.to_dict`, or ``{"probe": true}``).
-- zygote -> owner: ``b"R"`` + u64 length + the result JSON (:class:`~.protocol.EvalResult`
-  fields).
+- zygote -> owner, once: ``b"H"`` + JSON ``{"pid", "versions", "preloaded",
+  "cuda_initialized"}``. The owner sends nothing before it.
+- owner -> zygote, one request at a time: ``b"E"`` + the request JSON
+  (:meth:`~.protocol.EvalRequest.to_dict`, or ``{"probe": true}``); answered by ``b"R"`` + the
+  result JSON (:class:`~.protocol.EvalResult` fields). The ssh agent and the Ray actors use it.
+- owner -> zygote, several at once: ``b"N"`` + u32 request id + the request JSON; answered by
+  ``b"P"`` + u32 id + u32 supervisor pid when it is forked, then ``b"A"`` + u32 id + the
+  result JSON. ``b"K"`` + u32 id cancels that request: its supervisor gets SIGTERM (it kills
+  its candidate's process group and removes its directories), SIGKILL 0.3 s later; its
+  ``A`` frame still comes (a ``runtime_error``).
 
-End-of-file on stdin, SIGTERM or SIGHUP: the running child's process group is killed and the
-zygote exits.
+End-of-file on stdin, SIGTERM or SIGHUP: the running supervisors are stopped (they kill their
+candidates) and the zygote exits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import signal
 import struct
 import sys
+import time
+from dataclasses import dataclass, field
 
-from ..protocol import result_dict
+from ..judge.peers import set_nondumpable
+from ..protocol import result_dict, signal_name
 from ..runtime.device import versions
 from ..sandbox.policy import setup_worker
 from ..sandbox.scratch import remove_scratch
 from .child import set_pdeathsig
 from .supervisor import supervise
 from .warmstack import preload
-
-
-def read_exact(stream, n: int) -> bytes | None:
-    """Exactly ``n`` bytes from the binary ``stream``, or None at end-of-file."""
-    data = stream.read(n) if n else b""
-    return data if len(data) == n else None
 
 
 def write_frame(fd: int, kind: bytes, data: bytes) -> None:
@@ -66,23 +73,28 @@ def write_frame(fd: int, kind: bytes, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def read_frame(stream, kind: bytes) -> bytes | None:
-    """The body of the next ``kind`` frame on the binary ``stream``; None at end-of-file or
-    for another kind."""
-    head = read_exact(stream, 9)
-    if head is None or head[:1] != kind:
-        return None
-    return read_exact(stream, struct.unpack("<Q", head[1:])[0])
+#: Seconds a cancelled supervisor gets between SIGTERM and SIGKILL.
+CANCEL_GRACE_S = 0.3
+
+#: The running supervisors' pids, for the signal handler.
+_RUNNING: set[int] = set()
+#: The signals that end the zygote (and a supervisor).
+_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
-def _answer(body: bytes) -> dict:
-    """The result of one request frame (never raises)."""
+def _request(body: bytes) -> dict | str:
+    """The request object of a frame body, or why it is none."""
     try:
         request = json.loads(body.decode("utf-8"))
-        if not isinstance(request, dict):
-            raise ValueError("not a JSON object")
     except ValueError as exc:
-        return result_dict("runtime_error", f"bad request to the warm worker: {exc}")
+        return f"bad request to the warm worker: {exc}"
+    if not isinstance(request, dict):
+        return "bad request to the warm worker: not a JSON object"
+    return request
+
+
+def _answer(request: dict) -> dict:
+    """The result of one request (never raises)."""
     try:
         return supervise(request)
     except Exception as exc:  # the supervisor itself failed (e.g. fork impossible)
@@ -90,39 +102,224 @@ def _answer(body: bytes) -> dict:
 
 
 def _exit_on_signals() -> None:
-    """SIGTERM / SIGHUP / SIGINT between requests: remove the scratch roots and exit (during
-    one, :func:`.process.supervisor.supervise` kills the child's process group first)."""
+    """SIGTERM / SIGHUP / SIGINT: stop the running supervisors (each kills its candidate's
+    process group), remove the scratch roots and exit."""
 
     def leave(signum, frame):
+        for pid in list(_RUNNING):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
         remove_scratch()
         os._exit(128 + signum)
 
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    for sig in _SIGNALS:
         signal.signal(sig, leave)
 
 
-def serve(inp, out: int) -> None:
-    """Answer request frames on the binary stream ``inp`` with result frames on the fd
-    ``out`` until end-of-file."""
-    while True:
-        body = read_frame(inp, b"E")
-        if body is None:
+@dataclass
+class _Supervisor:
+    """One forked supervisor: its pid, the read end of its result pipe, what came through it,
+    the request id (None for an ``E`` request) and when it is to be SIGKILLed."""
+
+    pid: int
+    fd: int
+    rid: int | None
+    data: bytearray = field(default_factory=bytearray)
+    kill_at: float | None = None
+
+
+def _fork(request: dict, rid: int | None, keep: list[int]) -> _Supervisor:
+    """Fork a supervisor for ``request``: it dies with this process, closes the zygote's pipes
+    (``keep``: the fds it must not hold), evaluates and writes the result JSON to its pipe.
+
+    Raises:
+        OSError: no pipe or no fork.
+    """
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    zygote = os.getpid()
+    # the zygote's handler (stop every supervisor) must never run in a supervisor: the signals
+    # are blocked across the fork, and the child sets the default action before unblocking
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        pid = os.fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+        os.close(r)
+        os.close(w)
+        raise
+    if pid == 0:
+        try:
+            for sig in _SIGNALS:
+                signal.signal(sig, signal.SIG_DFL)
+            _RUNNING.clear()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+            set_pdeathsig()
+            if os.getppid() != zygote:  # the zygote died before the signal was armed
+                os._exit(1)
+            os.close(r)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)  # stdin (the owner's pipe) becomes /dev/null: never left closed
+            os.close(devnull)
+            for fd in keep:
+                if fd != 0:
+                    os.close(fd)
+            data = json.dumps(_answer(request), default=str).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view) :]
+        finally:
+            os._exit(0)
+    _RUNNING.add(pid)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+    os.close(w)
+    return _Supervisor(pid, r, rid)
+
+
+def _finish(sup: _Supervisor) -> dict:
+    """Reap a supervisor whose pipe closed: its result, or why there is none."""
+    os.close(sup.fd)
+    _, status = os.waitpid(sup.pid, 0)
+    _RUNNING.discard(sup.pid)
+    try:
+        result = json.loads(bytes(sup.data).decode("utf-8", "replace"))
+        if isinstance(result, dict):
+            return result
+    except ValueError:
+        pass
+    if sup.kill_at is not None:
+        return result_dict("runtime_error", "the evaluation was cancelled")
+    if os.WIFSIGNALED(status):
+        how = f"was killed by {signal_name(os.WTERMSIG(status))}"
+    else:
+        how = f"exited with code {os.WEXITSTATUS(status)}"
+    return result_dict("runtime_error", f"the evaluation's supervisor {how} without a result")
+
+
+def _stop(sup: _Supervisor) -> None:
+    """SIGTERM a supervisor (it kills its candidate); SIGKILL follows at ``kill_at``."""
+    if sup.kill_at is None:
+        sup.kill_at = time.monotonic() + CANCEL_GRACE_S
+        with contextlib.suppress(OSError):
+            os.kill(sup.pid, signal.SIGTERM)
+
+
+def _stop_all(running: dict[int, _Supervisor]) -> None:
+    """End-of-file: stop every supervisor, wait out the grace, SIGKILL and reap the rest."""
+    for sup in running.values():
+        _stop(sup)
+    deadline = time.monotonic() + CANCEL_GRACE_S
+    while running and time.monotonic() < deadline:
+        for fd, sup in list(running.items()):
+            done, _ = os.waitpid(sup.pid, os.WNOHANG)
+            if done:
+                os.close(fd)
+                del running[fd]
+        time.sleep(0.01)
+    for sup in running.values():
+        with contextlib.suppress(OSError):
+            os.kill(sup.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(sup.pid, 0)
+        os.close(sup.fd)
+    running.clear()
+
+
+def _frames(buf: bytearray):
+    """Take the complete frames off the front of ``buf``: ``(kind, body)`` pairs."""
+    while len(buf) >= 9:
+        (n,) = struct.unpack("<Q", buf[1:9])
+        if len(buf) < 9 + n:
             return
-        result = _answer(body)
-        _exit_on_signals()  # the handlers of supervise() name a child that is gone
-        write_frame(out, b"R", json.dumps(result, default=str).encode())
+        kind, body = bytes(buf[:1]), bytes(buf[9 : 9 + n])
+        del buf[: 9 + n]
+        yield kind, body
+
+
+def _reply(out: int, rid: int | None, result: dict) -> None:
+    body = json.dumps(result, default=str).encode()
+    if rid is None:
+        write_frame(out, b"R", body)
+    else:
+        write_frame(out, b"A", struct.pack("<I", rid) + body)
+
+
+def serve(inp: int, out: int) -> None:
+    """Answer the request frames read from the fd ``inp`` (see the module) with frames on the
+    fd ``out``, one forked supervisor per request, until end-of-file; then stop the running
+    supervisors. A malformed frame gets a ``runtime_error`` result (an ``E`` frame) or is
+    dropped (``N`` without an id, an unknown kind)."""
+    running: dict[int, _Supervisor] = {}  # by the fd of its result pipe
+    buf = bytearray()
+    while True:
+        now = time.monotonic()
+        kills = [s.kill_at for s in running.values() if s.kill_at is not None]
+        wait = max(0.0, min(kills) - now) if kills else None
+        ready, _, _ = select.select([inp, *running], [], [], wait)
+        for fd in ready:
+            if fd == inp:
+                chunk = os.read(inp, 1 << 16)
+                if not chunk:
+                    _stop_all(running)
+                    return
+                buf += chunk
+                for kind, body in _frames(buf):
+                    _take(kind, body, running, out, inp)
+            elif chunk := os.read(fd, 1 << 16):
+                running[fd].data += chunk
+            else:
+                sup = running.pop(fd)
+                _reply(out, sup.rid, _finish(sup))
+        now = time.monotonic()
+        for sup in running.values():
+            if sup.kill_at is not None and now >= sup.kill_at:
+                with contextlib.suppress(OSError):
+                    os.kill(sup.pid, signal.SIGKILL)
+
+
+def _take(kind: bytes, body: bytes, running: dict[int, _Supervisor], out: int, inp: int) -> None:
+    """Act on one frame from the owner."""
+    if kind == b"K":
+        if len(body) == 4:
+            (rid,) = struct.unpack("<I", body)
+            for sup in running.values():
+                if sup.rid == rid:
+                    _stop(sup)
+        return
+    if kind == b"E":
+        rid = None
+    elif kind == b"N" and len(body) >= 4:
+        (rid,) = struct.unpack("<I", body[:4])
+        body = body[4:]
+    else:
+        return
+    request = _request(body)
+    if isinstance(request, str):
+        _reply(out, rid, result_dict("runtime_error", request))
+        return
+    try:
+        sup = _fork(request, rid, [inp, out, *running])
+    except OSError as exc:
+        _reply(out, rid, result_dict("runtime_error", f"worker supervisor failed: {exc!r}"))
+        return
+    running[sup.fd] = sup
+    if rid is not None:
+        write_frame(out, b"P", struct.pack("<II", rid, sup.pid))
 
 
 def main() -> None:
     """The warm worker's entry: die with the owner, set up the sandbox (one thread yet:
-    :func:`..sandbox.policy.setup_worker`), preload the stack, say hello, serve;
-    ``os._exit(0)`` at end-of-file."""
+    :func:`..sandbox.policy.setup_worker`), preload the stack, become non-dumpable (a
+    candidate cannot trace the zygote that forks its peers), say hello, serve; ``os._exit(0)``
+    at end-of-file."""
     set_pdeathsig()
     setup_worker()
     _exit_on_signals()
     out = os.dup(1)
     os.dup2(2, 1)  # anything printed to stdout from now on goes to stderr
     loaded = preload()
+    set_nondumpable()
     torch = sys.modules.get("torch")
     hello = {
         "pid": os.getpid(),
@@ -132,6 +329,6 @@ def main() -> None:
         "cuda_initialized": bool(torch is not None and torch.cuda.is_initialized()),
     }
     write_frame(out, b"H", json.dumps(hello).encode())
-    serve(sys.stdin.buffer, out)
+    serve(sys.stdin.fileno(), out)
     remove_scratch()
     os._exit(0)

@@ -39,9 +39,14 @@ def scratch_roots() -> list[str]:
 
 
 def remove_scratch() -> None:
-    """Remove :func:`scratch_roots` (a worker that ends; errors ignored)."""
+    """Remove :func:`scratch_roots` (a worker that ends; errors ignored), only where this
+    process made them: a warm worker's supervisors are its forks and share its roots, which
+    outlive them."""
+    mine = f"{PREFIX}{os.getpid()}-"
     while _ROOTS:
-        shutil.rmtree(_ROOTS.pop(), ignore_errors=True)
+        root = _ROOTS.pop()
+        if os.path.basename(root).startswith(mine):
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def sweep(parents: list[str] | None = None) -> None:
