@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import sys
 import tempfile
 import time
@@ -52,18 +53,45 @@ def make_request(name: str) -> EvalRequest:
     )
 
 
-async def run(settings: Settings, n: int) -> tuple[float, list[str]]:
-    """Evaluations per minute of ``n`` candidates on a fresh target, and their statuses."""
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's reaped children and their reaped
+    descendants (``getrusage(RUSAGE_CHILDREN)``)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _rss_mib(pids: set[int]) -> float:
+    """Resident memory of ``pids`` summed, MiB (``VmRSS`` of ``/proc/PID/status``)."""
+    total = 0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        total += next(int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmRSS"))
+    return total / 1024
+
+
+async def run(settings: Settings, n: int) -> tuple[float, list[str], str]:
+    """Evaluations per minute of ``n`` candidates on a fresh target, their statuses, and for the
+    local target the CPU its processes used and its warm workers' count and resident memory."""
     target = make_target(settings)
+    cpu0 = _children_cpu_s()
+    extra = ""
     try:
         t0 = time.perf_counter()
         results = await asyncio.gather(
             *(target.evaluate(make_request(NAMES[i % len(NAMES)])) for i in range(n))
         )
         wall = time.perf_counter() - t0
+        warm = getattr(target, "warm", None)
+        if isinstance(getattr(warm, "pids", None), set) and warm.pids:
+            extra = f", {len(warm.pids)} warm worker(s) {_rss_mib(warm.pids):.0f} MiB resident"
     finally:
         await target.close()
-    return n / wall * 60, [r.status for r in results]
+    if target.name == "local":
+        extra = f"; CPU {_children_cpu_s() - cpu0:.1f} s" + extra
+    return n / wall * 60, [r.status for r in results], extra
 
 
 def settings_for(name: str, warm: bool, sshd, head) -> Settings:
@@ -106,12 +134,17 @@ async def main() -> None:
     ratios = {}
     try:
         for name in wanted:
-            cold, cold_statuses = await run(settings_for(name, False, sshd, head), args.n)
-            warm, warm_statuses = await run(settings_for(name, True, sshd, head), args.n)
+            cold, cold_statuses, cold_extra = await run(
+                settings_for(name, False, sshd, head), args.n
+            )
+            warm, warm_statuses, warm_extra = await run(
+                settings_for(name, True, sshd, head), args.n
+            )
             assert cold_statuses == warm_statuses, (name, cold_statuses, warm_statuses)
             ratios[name] = warm / cold
             print(
-                f"{name}: cold {cold:.1f}/min, warm {warm:.1f}/min, ratio {warm / cold:.2f} "
+                f"{name}: cold {cold:.1f}/min{cold_extra}; warm {warm:.1f}/min{warm_extra}; "
+                f"ratio {warm / cold:.2f} "
                 f"({args.n} candidates, statuses {sorted(set(warm_statuses))})",
                 flush=True,
             )

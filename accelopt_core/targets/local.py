@@ -254,6 +254,7 @@ class LocalTarget:
         await asyncio.to_thread(sweep)  # the scratch directories the killed worker left
 
     async def close(self) -> None:
-        """Kill the idle warm workers (cold workers belong to their evaluations). Idempotent."""
+        """Kill the warm worker once no evaluation holds it (cold workers belong to their
+        evaluations). Idempotent."""
         if self.warm is not None:
             await self.warm.close()

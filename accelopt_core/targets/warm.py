@@ -344,8 +344,12 @@ class WarmSlots:
                 os.killpg(worker.proc.pid, signal.SIGKILL)
 
     async def close(self) -> None:
-        """Kill the workers. Idempotent."""
-        workers = [w for w in (self._worker, *self._retired) if w is not None]
-        self._worker, self._retired = None, []
-        for worker in workers:
+        """Kill the workers that no evaluation holds; one that is held is killed when its last
+        evaluation gives it back (as a cold worker belongs to its evaluation). Idempotent."""
+        worker, self._worker = self._worker, None
+        if worker is not None and worker.busy and worker.alive:
+            self._retired.append(worker)
+        elif worker is not None:
+            await self.discard(worker)
+        for worker in [w for w in self._retired if not w.busy]:
             await self.discard(worker)

