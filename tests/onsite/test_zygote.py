@@ -109,6 +109,36 @@ def test_requests_with_ids_are_answered_by_id(runner):
     assert runner.run_raw({"probe": True})["status"] == "ok"  # the one-at-a-time frames too
 
 
+def test_a_killed_supervisor_is_answered_for_and_its_directories_removed(tmp_path):
+    """A supervisor that dies without a result (the OOM killer, a SIGKILL) gets a
+    ``runtime_error`` naming the signal; the directories it made in the zygote's scratch
+    roots are removed then, not when the zygote ends."""
+    runner = WarmRunner(env=dict(os.environ, TMPDIR=str(tmp_path)))
+    try:
+        body = make_request(src("hang.py"), timeout_s=120.0).to_json().encode()
+        frame = struct.pack("<I", 1) + body
+        runner.proc.stdin.write(b"N" + struct.pack("<Q", len(frame)) + frame)
+        runner.proc.stdin.flush()
+        rid, supervisor = struct.unpack("<II", runner._frame(b"P"))
+        zygote = runner.hello["pid"]
+        mine = f"accelopt-eval-{supervisor}-*"
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(f"accelopt-eval-{zygote}-*/{mine}")):
+            assert time.monotonic() < deadline, "the supervisor made no directory"
+            time.sleep(0.02)
+        os.kill(supervisor, signal.SIGKILL)
+        answer = runner._frame(b"A")
+        result = json.loads(answer[4:])
+        assert struct.unpack("<I", answer[:4]) == (rid,) == (1,)
+        assert result["status"] == "runtime_error" and "SIGKILL" in result["message"]
+        assert list(tmp_path.glob(f"accelopt-eval-{zygote}-*")), "the zygote's root is gone"
+        assert not list(tmp_path.glob(f"accelopt-eval-{zygote}-*/{mine}"))
+        assert runner.run_raw({"probe": True})["status"] == "ok"  # the zygote goes on
+    finally:
+        runner.close()
+    assert not list(tmp_path.glob("accelopt-eval-*"))  # the zygote removed its roots
+
+
 #: The owner: starts a warm (or cold) worker, sends it the hanging candidate, prints the
 #: worker's pid, waits.
 _OWNER = """

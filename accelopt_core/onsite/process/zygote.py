@@ -60,7 +60,7 @@ from ..judge.peers import set_nondumpable
 from ..protocol import result_dict, signal_name
 from ..runtime.device import versions
 from ..sandbox.policy import setup_worker
-from ..sandbox.scratch import remove_scratch
+from ..sandbox.scratch import remove_scratch, scratch_roots, sweep
 from .child import set_pdeathsig
 from .supervisor import supervise
 from .warmstack import preload
@@ -75,6 +75,8 @@ def write_frame(fd: int, kind: bytes, data: bytes) -> None:
 
 #: Seconds a cancelled supervisor gets between SIGTERM and SIGKILL.
 CANCEL_GRACE_S = 0.3
+#: Seconds between checks for supervisors that exited while their pipe stays open.
+POLL_S = 0.5
 
 #: The running supervisors' pids, for the signal handler.
 _RUNNING: set[int] = set()
@@ -126,6 +128,7 @@ class _Supervisor:
     rid: int | None
     data: bytearray = field(default_factory=bytearray)
     kill_at: float | None = None
+    kill_pending: bool = False  # SIGTERM sent, SIGKILL due at kill_at
 
 
 def _fork(request: dict, rid: int | None, keep: list[int]) -> _Supervisor:
@@ -174,14 +177,17 @@ def _fork(request: dict, rid: int | None, keep: list[int]) -> _Supervisor:
     _RUNNING.add(pid)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     os.close(w)
+    os.set_blocking(r, False)
     return _Supervisor(pid, r, rid)
 
 
-def _finish(sup: _Supervisor) -> dict:
-    """Reap a supervisor whose pipe closed: its result, or why there is none."""
+def _finish(sup: _Supervisor, status: int) -> dict:
+    """A reaped supervisor's result (``status``: its wait status), or why there is none; its
+    pipe is closed and its directories, if it left any (killed), removed."""
     os.close(sup.fd)
-    _, status = os.waitpid(sup.pid, 0)
     _RUNNING.discard(sup.pid)
+    if os.WIFSIGNALED(status):  # no chance to remove its directories in the scratch roots
+        sweep(scratch_roots())
     try:
         result = json.loads(bytes(sup.data).decode("utf-8", "replace"))
         if isinstance(result, dict):
@@ -200,7 +206,7 @@ def _finish(sup: _Supervisor) -> dict:
 def _stop(sup: _Supervisor) -> None:
     """SIGTERM a supervisor (it kills its candidate); SIGKILL follows at ``kill_at``."""
     if sup.kill_at is None:
-        sup.kill_at = time.monotonic() + CANCEL_GRACE_S
+        sup.kill_at, sup.kill_pending = time.monotonic() + CANCEL_GRACE_S, True
         with contextlib.suppress(OSError):
             os.kill(sup.pid, signal.SIGTERM)
 
@@ -249,14 +255,16 @@ def serve(inp: int, out: int) -> None:
     """Answer the request frames read from the fd ``inp`` (see the module) with frames on the
     fd ``out``, one forked supervisor per request, until end-of-file; then stop the running
     supervisors. A malformed frame gets a ``runtime_error`` result (an ``E`` frame) or is
-    dropped (``N`` without an id, an unknown kind)."""
+    dropped (``N`` without an id, an unknown kind). A supervisor is answered for when its
+    pipe ends or, checked every :data:`POLL_S`, when it has exited (a process it left behind
+    could hold the pipe open)."""
     running: dict[int, _Supervisor] = {}  # by the fd of its result pipe
     buf = bytearray()
     while True:
         now = time.monotonic()
-        kills = [s.kill_at for s in running.values() if s.kill_at is not None]
-        wait = max(0.0, min(kills) - now) if kills else None
-        ready, _, _ = select.select([inp, *running], [], [], wait)
+        waits = [POLL_S] if running else []
+        waits += [max(0.0, s.kill_at - now) for s in running.values() if s.kill_pending]
+        ready, _, _ = select.select([inp, *running], [], [], min(waits) if waits else None)
         for fd in ready:
             if fd == inp:
                 chunk = os.read(inp, 1 << 16)
@@ -266,16 +274,32 @@ def serve(inp: int, out: int) -> None:
                 buf += chunk
                 for kind, body in _frames(buf):
                     _take(kind, body, running, out, inp)
-            elif chunk := os.read(fd, 1 << 16):
-                running[fd].data += chunk
-            else:
+            elif fd in running and _read(running[fd]) is False:  # its end: it exited
                 sup = running.pop(fd)
-                _reply(out, sup.rid, _finish(sup))
+                _reply(out, sup.rid, _finish(sup, os.waitpid(sup.pid, 0)[1]))
         now = time.monotonic()
-        for sup in running.values():
-            if sup.kill_at is not None and now >= sup.kill_at:
+        for fd, sup in list(running.items()):
+            if sup.kill_pending and now >= sup.kill_at:
+                sup.kill_pending = False
                 with contextlib.suppress(OSError):
                     os.kill(sup.pid, signal.SIGKILL)
+            done, status = os.waitpid(sup.pid, os.WNOHANG)
+            if done:  # what it wrote is in its pipe: read it without waiting for the end
+                while _read(sup):
+                    pass
+                del running[fd]
+                _reply(out, sup.rid, _finish(sup, status))
+
+
+def _read(sup: _Supervisor) -> bool | None:
+    """Read what the supervisor's pipe holds (non-blocking): True when something came,
+    False at its end, None when it holds nothing now."""
+    try:
+        chunk = os.read(sup.fd, 1 << 16)
+    except BlockingIOError:
+        return None
+    sup.data += chunk
+    return bool(chunk)
 
 
 def _take(kind: bytes, body: bytes, running: dict[int, _Supervisor], out: int, inp: int) -> None:
