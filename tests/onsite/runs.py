@@ -8,11 +8,14 @@ child per request): :class:`WarmRunner`."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
+import queue
 import socket
 import struct
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -212,9 +215,78 @@ def run_batch(mode: str = "cold") -> dict[str, EvalResult]:
         return dict(pool.map(one, PROCESS_BATCH))
 
 
+class SharedWarmRunner:
+    """A :class:`WarmRunner` that takes requests from any thread, several in flight at once,
+    as the local target sends them (``N`` frames with ids, answered by ``A`` frames; a reader
+    thread hands each answer to its caller)."""
+
+    def __init__(self) -> None:
+        made: queue.Queue = queue.Queue()
+
+        def keeper() -> None:
+            # the worker's parent-death signal follows the THREAD that started it (a pool's
+            # thread that ends would kill it): this thread lives as long as the process
+            try:
+                made.put(WarmRunner())
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller
+                made.put(exc)
+            threading.Event().wait()
+
+        threading.Thread(target=keeper, daemon=True).start()
+        runner = made.get()
+        if isinstance(runner, BaseException):
+            raise runner
+        self.runner: WarmRunner = runner
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, list] = {}  # id -> [threading.Event, the result body]
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        out = self.runner.proc.stdout
+        while len(head := out.read(9)) == 9:
+            body = out.read(struct.unpack("<Q", head[1:])[0])
+            if head[:1] == b"A":
+                slot = self._waiting.pop(struct.unpack("<I", body[:4])[0], None)
+                if slot is not None:
+                    slot[1] = body[4:]
+                    slot[0].set()
+        for slot in list(self._waiting.values()):  # the worker ended: nobody waits forever
+            slot[0].set()
+
+    def run(self, request: EvalRequest, timeout: float) -> EvalResult:
+        """The result of ``request``.
+
+        Raises:
+            TimeoutError: no answer within ``timeout`` seconds.
+            RuntimeError: the warm worker ended without answering.
+        """
+        slot: list = [threading.Event(), None]
+        with self._lock:
+            rid = next(self._ids)
+            self._waiting[rid] = slot
+            frame = struct.pack("<I", rid) + request.to_json().encode()
+            self.runner.proc.stdin.write(b"N" + struct.pack("<Q", len(frame)) + frame)
+            self.runner.proc.stdin.flush()
+        if not slot[0].wait(timeout):
+            raise TimeoutError(f"no answer from the shared warm worker within {timeout:g} s")
+        if slot[1] is None:
+            raise RuntimeError("the shared warm worker ended without an answer")
+        return EvalResult.from_dict(json.loads(slot[1]))
+
+
+@functools.cache
+def shared_runner() -> SharedWarmRunner:
+    """This test process's :class:`SharedWarmRunner`, started at the first call; its end of
+    the pipe closes when the process exits, and the worker with it."""
+    return SharedWarmRunner()
+
+
 def run_entry(candidate: str, harness: str, entry: str, **fields) -> EvalResult:
-    """One evaluation of ``candidate`` (launcher ``entry``) against ``harness`` through the
-    shipped cold worker: 2 seeds and no timing unless ``fields`` say otherwise."""
+    """One evaluation of ``candidate`` (launcher ``entry``) against ``harness`` on the test
+    process's shared warm worker (:func:`shared_runner`; the judge is the same code as in a
+    cold worker, which tests/onsite/test_worker.py and test_supervisor.py run): 2 seeds and no
+    timing unless ``fields`` say otherwise."""
     fields.setdefault("timing", "none")
     fields.setdefault("seeds", [1, 2])
     fields.setdefault("timeout_s", 120.0)
@@ -226,10 +298,4 @@ def run_entry(candidate: str, harness: str, entry: str, **fields) -> EvalResult:
         source_name="k.py",
         **fields,
     )
-    proc = subprocess.run(
-        worker_argv(sys.executable),
-        input=encode_stdin(req),
-        capture_output=True,
-        timeout=2 * req.timeout_s + 60,
-    )
-    return decode_result(proc.stdout, proc.stderr, proc.returncode)
+    return shared_runner().run(req, timeout=2 * req.timeout_s + 60)
