@@ -76,21 +76,21 @@ async def run(settings: Settings, n: int) -> tuple[float, list[str], str]:
     """Evaluations per minute of ``n`` candidates on a fresh target, their statuses, and for the
     local target the CPU its processes used and its warm workers' count and resident memory."""
     target = make_target(settings)
+    local = target.name == "local"
     cpu0 = _children_cpu_s()
-    extra = ""
+    memory = ""
     try:
         t0 = time.perf_counter()
         results = await asyncio.gather(
             *(target.evaluate(make_request(NAMES[i % len(NAMES)])) for i in range(n))
         )
         wall = time.perf_counter() - t0
-        warm = getattr(target, "warm", None)
-        if isinstance(getattr(warm, "pids", None), set) and warm.pids:
-            extra = f", {len(warm.pids)} warm worker(s) {_rss_mib(warm.pids):.0f} MiB resident"
+        if local and target.warm is not None:  # measured while the workers are alive
+            pids = target.warm.pids
+            memory = f", {len(pids)} warm worker(s) {_rss_mib(pids):.0f} MiB resident"
     finally:
         await target.close()
-    if target.name == "local":
-        extra = f"; CPU {_children_cpu_s() - cpu0:.1f} s" + extra
+    extra = f"; CPU {_children_cpu_s() - cpu0:.1f} s{memory}" if local else ""
     return n / wall * 60, [r.status for r in results], extra
 
 

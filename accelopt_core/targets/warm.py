@@ -139,45 +139,53 @@ class WarmWorker:
             self._stderr += chunk
             del self._stderr[: max(0, len(self._stderr) - _STDERR_TAIL)]
 
-    async def _frame(self, kind: bytes) -> bytes:
-        """The body of the next ``kind`` frame. Raises WarmWorkerError at end-of-file."""
+    async def _next_frame(self) -> tuple[bytes, bytes] | None:
+        """The next frame's kind and body; None at end-of-file."""
         try:
             head = await self.proc.stdout.readexactly(9)
-            if head[:1] != kind:
-                raise WarmWorkerError(f"unexpected frame from the warm worker: {head!r}")
-            return await self.proc.stdout.readexactly(struct.unpack("<Q", head[1:])[0])
-        except (asyncio.IncompleteReadError, ConnectionError) as exc:
-            raise WarmWorkerError(self.death()) from exc
+            return head[:1], await self.proc.stdout.readexactly(struct.unpack("<Q", head[1:])[0])
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+
+    async def _frame(self, kind: bytes) -> bytes:
+        """The body of the next frame, which must be a ``kind`` frame. Raises WarmWorkerError
+        at end-of-file or for another kind."""
+        frame = await self._next_frame()
+        if frame is None:
+            raise WarmWorkerError(self.death())
+        if frame[0] != kind:
+            raise WarmWorkerError(f"unexpected frame from the warm worker: {frame[0]!r}")
+        return frame[1]
 
     async def _read_replies(self) -> None:
         """Hand the zygote's ``P`` (supervisor pid) and ``A`` (result) frames to the requests
         in flight; at end-of-file (or a frame it cannot read) fail them all."""
-        try:
-            while True:
-                head = await self.proc.stdout.readexactly(9)
-                body = await self.proc.stdout.readexactly(struct.unpack("<Q", head[1:])[0])
-                if head[:1] == b"P" and len(body) == 8:
-                    rid, pid = struct.unpack("<II", body)
-                    if rid in self._watch:
-                        pids, mine = self._watch[rid]
-                        mine.append(pid)
-                        if pids is not None:
-                            pids.add(pid)
-                elif head[:1] == b"A" and len(body) >= 4:
-                    future = self._pending.pop(struct.unpack("<I", body[:4])[0], None)
-                    if future is not None and not future.done():
-                        future.set_result(body[4:])
-                else:
-                    raise WarmWorkerError(f"unexpected frame from the warm worker: {head!r}")
-        except (asyncio.IncompleteReadError, ConnectionError, WarmWorkerError) as exc:
+        reason = None  # end-of-file: how the process ended, once asyncio knows
+        while (frame := await self._next_frame()) is not None:
+            kind, body = frame
+            if kind == b"P" and len(body) == 8:
+                rid, pid = struct.unpack("<II", body)
+                if rid in self._watch:
+                    pids, mine = self._watch[rid]
+                    mine.append(pid)
+                    if pids is not None:
+                        pids.add(pid)
+            elif kind == b"A" and len(body) >= 4:
+                future = self._pending.pop(struct.unpack("<I", body[:4])[0], None)
+                if future is not None and not future.done():
+                    future.set_result(body[4:])
+            else:
+                reason = f"unexpected frame from the warm worker: {kind!r}"
+                break
+        if reason is None:
             with contextlib.suppress(asyncio.TimeoutError):  # its exit status, for the message
                 await asyncio.wait_for(self.proc.wait(), 1.0)
-            reason = str(exc) if isinstance(exc, WarmWorkerError) else self.death()
-            self._ended = WarmWorkerError(reason)
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_exception(self._ended)
-            self._pending.clear()
+            reason = self.death()
+        self._ended = WarmWorkerError(reason)
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(self._ended)
+        self._pending.clear()
 
     def death(self) -> str:
         """How the worker ended (``was killed by SIGKILL``), with its stderr tail."""

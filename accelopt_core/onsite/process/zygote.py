@@ -66,11 +66,16 @@ from .supervisor import supervise
 from .warmstack import preload
 
 
-def write_frame(fd: int, kind: bytes, data: bytes) -> None:
-    """Write ``kind`` + u64 length + ``data`` to ``fd``."""
-    view = memoryview(kind + struct.pack("<Q", len(data)) + data)
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (a pipe takes a large write in parts)."""
+    view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def write_frame(fd: int, kind: bytes, data: bytes) -> None:
+    """Write ``kind`` + u64 length + ``data`` to ``fd``."""
+    _write_all(fd, kind + struct.pack("<Q", len(data)) + data)
 
 
 #: Seconds a cancelled supervisor gets between SIGTERM and SIGKILL.
@@ -168,10 +173,7 @@ def _fork(request: dict, rid: int | None, keep: list[int]) -> _Supervisor:
             for fd in keep:
                 if fd != 0:
                     os.close(fd)
-            data = json.dumps(_answer(request), default=str).encode()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(w, view) :]
+            _write_all(w, json.dumps(_answer(request), default=str).encode())
         finally:
             os._exit(0)
     _RUNNING.add(pid)
