@@ -11,6 +11,7 @@ the shipped worker as it is.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -453,8 +454,9 @@ def test_a_reference_file_replaced_after_its_writer_reported_it_is_refused(tmp_p
     from accelopt_core.onsite.runtime import exchange
 
     path = str(tmp_path / "ref-0001-expected.pt")
-    exchange.save(path, torch.ones(4), torch=torch)
-    honest = exchange.digest(path)
+    honest = exchange.save(path, torch.ones(4), torch=torch, hashed=True)
+    # the digest hashed in memory is the one of the bytes on disk
+    assert honest == hashlib.sha256(Path(path).read_bytes()).hexdigest()
     assert torch.equal(exchange.load(path, torch=torch, sha256=honest), torch.ones(4))
     exchange.save(path, torch.zeros(4), torch=torch)  # the candidate's forgery
     with pytest.raises(exchange.ExchangeError, match="altered"):

@@ -147,8 +147,9 @@ class _Referee:
         return self.inputs[key]
 
     def _save(self, path: str, obj) -> None:
-        exchange.save(path, obj, torch=self.torch, numpy=self.numpy)
-        self.digests[path] = exchange.digest(path)
+        self.digests[path] = exchange.save(
+            path, obj, torch=self.torch, numpy=self.numpy, hashed=True
+        )
 
     def _answer(self) -> dict:
         """``{"done": true, "sha256": {path: digest}, "grad_inputs": [i, ...]}`` of the files

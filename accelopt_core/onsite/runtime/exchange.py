@@ -70,11 +70,39 @@ def pack(obj, tensors: list, *, torch, numpy=None, depth: int = 0) -> dict:
     return {"x": _type_name(obj)}
 
 
-def save(path: str, obj, *, torch, numpy=None) -> None:
-    """Write ``obj`` to ``path`` (see the module docstring)."""
+class _HashingWriter:
+    """A write-only file for ``torch.save`` that hashes (sha256) what passes through it."""
+
+    def __init__(self, f) -> None:
+        import hashlib
+
+        self.f = f
+        self.sha = hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.sha.update(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def save(path: str, obj, *, torch, numpy=None, hashed: bool = False) -> str | None:
+    """Write ``obj`` to ``path`` (see the module docstring). With ``hashed``, return the
+    sha256 (hex) of the bytes written, hashed as they are written (a second pass over the file
+    took 0.18 s instead of 0.12 s for 64 MiB on the development box's ``/dev/shm``,
+    ``benchmarks/exchange_hop.py``); else None. Raises OSError when the file cannot be
+    written."""
     tensors: list = []
     spec = pack(obj, tensors, torch=torch, numpy=numpy)
-    torch.save({"spec": json.dumps(spec), "tensors": tensors}, path)
+    data = {"spec": json.dumps(spec), "tensors": tensors}
+    if not hashed:
+        torch.save(data, path)
+        return None
+    with open(path, "wb") as f:
+        writer = _HashingWriter(f)
+        torch.save(data, writer)  # not seekable: torch writes the archive as a stream
+    return writer.sha.hexdigest()
 
 
 def _unpack(spec, tensors: list, depth: int, torch):
@@ -134,14 +162,6 @@ def load(path: str, *, torch, map_location=None, sha256: str | None = None):
     except ValueError as exc:
         raise ExchangeError(f"malformed spec: {exc}") from None
     return _unpack(spec, tensors, 0, torch)
-
-
-def digest(path: str) -> str:
-    """sha256 (hex) of the file at ``path`` (the writer reports it with the path)."""
-    import hashlib
-
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def foreign(obj, where: str = "") -> tuple[str, str] | None:
