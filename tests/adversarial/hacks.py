@@ -66,6 +66,7 @@ ESCAPE_GATE: dict[str, str | None] = {
     "escape_socket": "gate: network",
     "escape_subprocess": "gate: concurrency",
     "escape_torch_hub": "gate: torch compute",
+    "escape_unix_socket": "gate: network",
     "escape_xml_url": None,
 }
 

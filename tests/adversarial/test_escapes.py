@@ -1,6 +1,7 @@
 """The sandbox against the ``escape_*`` candidates (issue 34): model-written code that reads the
 API key, writes outside its scratch directory (the user's real home, /tmp, /dev/shm), reaches a
-loopback listener or starts a shell, through several doors each.
+loopback listener or a Unix socket named by a path, or starts a shell, through several doors
+each.
 
 - The static gate rejects what a kernel rewrite has no reason to contain, naming the rule; four
   candidates pass it on purpose (a static list cannot close every door of the standard
@@ -10,7 +11,8 @@ loopback listener or starts a shell, through several doors each.
   that pass it) and once with the gate judging nothing (the candidate as its own baseline, as
   ``accelopt profile`` does with a file). The worker's starter has the API key in its
   environment. Afterwards: the marker file exists nowhere outside the scratch directories, the
-  test's listener got no connection, and the key appears in no result.
+  test's listeners (TCP on loopback, a Unix socket in /tmp) got no connection, and the key
+  appears in no result.
 - ``accelopt profile`` (the real CLI, a subprocess whose environment holds the key) on a file
   that reads the key from the CLI's own ``/proc/PID/environ``; and the one-time warning when
   the sandbox is turned off.
@@ -46,7 +48,7 @@ from tests.adversarial.hacks import (
     settings_file,
     with_harness,
 )
-from tests.onsite.runs import connections, listener
+from tests.onsite.runs import connections, listener, unix_listener
 
 ESCAPES = sorted(n for n in HACKS if n.startswith("escape_"))
 
@@ -65,6 +67,7 @@ RUNTIME = {
     "escape_socket": ("runtime_error", "Connection refused"),
     "escape_subprocess": ("ok", None),
     "escape_torch_hub": ("runtime_error", "Connection refused"),
+    "escape_unix_socket": ("runtime_error", "Operation not permitted"),
     "escape_xml_url": ("runtime_error", "Connection refused"),
 }
 
@@ -144,6 +147,7 @@ def _drive(work: Path, jobs: Callable[[str, int], list[dict]], **env_extra: str)
     marker = f"accelopt-escape-{uuid.uuid4().hex[:12]}"
     secret = f"sk-accelopt-{uuid.uuid4().hex}"
     srv = listener()
+    unix = unix_listener(f"/tmp/{marker}.sock")  # where escape_unix_socket connects
     env = dict(os.environ, OPENAI_API_KEY=secret, ACCELOPT_SHAPE="small")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.pop(OFF_VAR, None)
@@ -162,12 +166,14 @@ def _drive(work: Path, jobs: Callable[[str, int], list[dict]], **env_extra: str)
         return {
             "results": json.loads(done.stdout.strip().splitlines()[-1]),
             "escaped": [str(p) for p in _places(marker, work) if p.exists()],
-            "connections": connections(srv),
+            "connections": connections(srv) + connections(unix),
             "secret": secret,
             "output": done.stdout + done.stderr,
         }
     finally:
         srv.close()
+        unix.close()
+        Path(f"/tmp/{marker}.sock").unlink(missing_ok=True)
         for path in _places(marker, work):  # a failed sandbox must not leave them behind
             if path.is_file():
                 path.unlink()

@@ -61,6 +61,16 @@ def listener() -> socket.socket:
     return srv
 
 
+def unix_listener(path: str) -> socket.socket:
+    """A Unix socket named ``path`` that a sandboxed candidate must not reach (as
+    :func:`listener`; the caller removes the file)."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(64)
+    srv.setblocking(False)
+    return srv
+
+
 def connections(srv: socket.socket) -> int:
     """How many connections reached ``srv``."""
     n = 0

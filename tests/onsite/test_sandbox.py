@@ -33,7 +33,7 @@ from accelopt_core.onsite.sandbox.environment import confined_environ, keep_name
 from accelopt_core.settings import Settings
 from accelopt_core.targets.local import discover_gpus
 from accelopt_core.targets.sandbox import keep, local_worker
-from tests.onsite.runs import BASE, MODES, connections, listener, run_worker
+from tests.onsite.runs import BASE, MODES, connections, listener, run_worker, unix_listener
 
 LANDLOCK = landlock.abi()
 needs_landlock = pytest.mark.skipif(
@@ -474,6 +474,58 @@ def test_the_seccomp_filter_refuses_inet_sockets_to_the_process_and_its_children
     srv.close()
 
 
+def test_the_unix_socket_filter_holds_on_every_thread_and_in_children() -> None:
+    """A Unix socket named by a path (here one this test listens on) is out of reach of every
+    thread of a process that ran :func:`seccomp.deny_unix_sockets`, a thread started before
+    it included, and of the processes it starts; socketpair(), pipes and other families
+    stay."""
+    import threading
+
+    path = f"/tmp/accelopt-unix-{os.getpid()}.sock"
+    srv = unix_listener(path)
+    connect = f"import socket; socket.socket(socket.AF_UNIX).connect({path!r})"
+
+    def body() -> dict[str, str]:
+        seen: dict[str, str] = {}
+        ready, go = threading.Event(), threading.Event()
+
+        def earlier_thread() -> None:
+            ready.set()
+            go.wait()
+            seen["earlier thread"] = attempt(lambda: socket.socket(socket.AF_UNIX).connect(path))
+
+        thread = threading.Thread(target=earlier_thread)
+        thread.start()
+        ready.wait()
+        seccomp.deny_unix_sockets()
+        go.set()
+        thread.join()
+        child = subprocess.run([sys.executable, "-c", connect], capture_output=True)
+        return {
+            **seen,
+            "AF_UNIX": attempt(lambda: socket.socket(socket.AF_UNIX).connect(path)),
+            "AF_INET": attempt(lambda: socket.socket(socket.AF_INET).close()),
+            "socketpair": attempt(lambda: [s.close() for s in socket.socketpair()]),
+            "pipe": attempt(os.pipe),
+            "child": "refused" if b"PermissionError" in child.stderr else "connected",
+        }
+
+    try:
+        out = in_child(body)
+        assert out == {
+            "earlier thread": "EPERM",
+            "AF_UNIX": "EPERM",
+            "AF_INET": "ok",
+            "socketpair": "ok",
+            "pipe": "ok",
+            "child": "refused",
+        }
+        assert connections(srv) == 0
+    finally:
+        srv.close()
+        Path(path).unlink(missing_ok=True)
+
+
 def _verdict(rows: list[tuple[int, int, int, int]], arch: int, nr: int, arg0: int = 0) -> int:
     """What the classic-BPF program answers for one system call (a small interpreter of the
     four instructions it uses)."""
@@ -504,6 +556,23 @@ def _verdict(rows: list[tuple[int, int, int, int]], arch: int, nr: int, arg0: in
 )
 def test_the_seccomp_program_refuses_exactly_inet_sockets(machine, nr, arg0, allowed) -> None:
     verdict = _verdict(seccomp.program(machine), seccomp.AUDIT_ARCH[machine], nr, arg0)
+    assert verdict == (seccomp.RET_ALLOW if allowed else seccomp.RET_EPERM)
+
+
+@pytest.mark.parametrize(
+    "machine, nr, arg0, allowed",
+    [
+        ("x86_64", 41, socket.AF_UNIX, False),
+        ("x86_64", 41, socket.AF_INET, True),
+        ("x86_64", 53, socket.AF_UNIX, True),  # socketpair()
+        ("x86_64", 425, 0, False),  # io_uring_setup
+        ("aarch64", 198, socket.AF_UNIX, False),
+        ("aarch64", 199, socket.AF_UNIX, True),  # socketpair()
+    ],
+)
+def test_the_unix_program_refuses_exactly_unix_sockets(machine, nr, arg0, allowed) -> None:
+    rows = seccomp.program(machine, (seccomp.AF_UNIX,))
+    verdict = _verdict(rows, seccomp.AUDIT_ARCH[machine], nr, arg0)
     assert verdict == (seccomp.RET_ALLOW if allowed else seccomp.RET_EPERM)
 
 
@@ -566,9 +635,11 @@ def test_a_missing_part_becomes_one_warning_that_says_why() -> None:
     assert note.startswith(policy.NOTE_PREFIX)
     assert "no filesystem confinement (Landlock turned off; bubblewrap turned off)" in note
     assert "no network isolation (turned off)" in note
+    assert "Unix sockets named by a path reachable (turned off)" in note
     assert policy.warning_in(["other", note]) == note and policy.warning_in(["other"]) is None
     assert out["describe"]["environment"] == "allowlist"
     assert out["describe"]["network"] == "none: turned off"
+    assert out["describe"]["unix_sockets"] == "none: turned off"
 
 
 @needs_landlock
@@ -582,6 +653,7 @@ def test_a_complete_sandbox_gives_no_warning() -> None:
     assert out["note"] is None
     assert out["describe"]["filesystem"].startswith("landlock (ABI ")
     assert out["describe"]["network"] in ("user+network namespace", "network namespace")
+    assert out["describe"]["unix_sockets"] == "seccomp filter (no AF_UNIX sockets)"
 
 
 # --- the GPU tier ---------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from ..runtime.channel import Channel, serve_requests
 from ..runtime.device import arm_hang_dump, limit_address_space
 from ..runtime.failures import classify
 from ..runtime.loading import CANDIDATE_MODULE, load_candidate
+from ..sandbox.policy import close_unix_sockets
 
 __all__ = ["CANDIDATE_MODULE", "isolate", "main", "serve"]
 
@@ -262,6 +263,7 @@ def main(chan_fds: tuple[int, int], setup: dict, ctx: dict) -> None:
 
     try:
         rfd, wfd = isolate(chan_fds, setup["dirs"], signal.SIGKILL, setup["judge"])
+        close_unix_sockets(bool(setup["use_cuda"]))
         faulthandler.enable(file=sys.stderr)
         left = setup["deadline"] - time.monotonic()
         arm_hang_dump(max(left, 0.1))

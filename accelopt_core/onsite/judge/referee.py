@@ -323,9 +323,11 @@ def main(chan_fds: tuple[int, int], setup: dict) -> None:
 
     from ..contestant.process import isolate
     from ..runtime.device import limit_address_space
+    from ..sandbox.policy import close_unix_sockets
 
     try:
         rfd, wfd = isolate(chan_fds, setup["dirs"], signal.SIGKILL, setup["judge"])
+        close_unix_sockets(bool(setup["use_cuda"]))
         if not setup["use_cuda"]:
             limit_address_space(int(setup["memory_limit_mb"]) * 1024 * 1024)
         from ..contestant.autotune import prepare

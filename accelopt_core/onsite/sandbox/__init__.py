@@ -9,7 +9,8 @@
 - :mod:`.procfs`: ``/proc`` read-only but the processes' own directories (a mount namespace
   of the worker's own), since Landlock lets the files beneath ``/proc`` be written (CUDA).
 - :mod:`.netns` and :mod:`.seccomp`: no network (a new user + network namespace, else a
-  seccomp filter refusing ``socket()`` for AF_INET/AF_INET6).
+  seccomp filter refusing ``socket()`` for AF_INET/AF_INET6), and no Unix sockets in the
+  processes that run candidate or harness code (a seccomp filter refusing AF_UNIX).
 - :mod:`.bwrap`: bubblewrap around the worker where the kernel has no usable Landlock.
 - :mod:`.paths`: what may be read and written; :mod:`.scratch`: the worker's scratch roots and
   the sweep of those a killed worker left.

@@ -13,6 +13,10 @@ set-up, the judge's confinement, and the warning when a part is missing.
   only to the scratch directories, the compiler caches and the device nodes). The candidate,
   reference and compile-stage processes it forks, and NKI candidates that run inside it,
   inherit all of it.
+- The candidate, reference and compile-stage processes call :func:`close_unix_sockets` before
+  the code they run is loaded: no Unix sockets (:func:`.seccomp.deny_unix_sockets`), so a
+  socket named by a path (a Docker socket, the user's D-Bus bus, gpg-agent or ssh-agent) is out
+  of reach; on CUDA the device's context is made first, unfiltered.
 - :func:`note` is the warning every result carries when a part is missing (``sandbox: ...``).
 
 :data:`.environment.OFF_VAR` turns parts off (``landlock``, ``bwrap``, ``netns``,
@@ -33,7 +37,9 @@ NOTE_PREFIX = "sandbox: "
 
 #: What :func:`setup_worker` did: ``network`` and ``filesystem`` (how, or None),
 #: ``network_why`` / ``filesystem_why`` (why not), ``caches`` (writable directories),
-#: ``readable`` (read rules for Landlock), ``procfs`` / ``procfs_why`` (:mod:`.procfs`).
+#: ``readable`` (read rules for Landlock), ``procfs`` / ``procfs_why`` (:mod:`.procfs`),
+#: ``unix_sockets`` / ``unix_sockets_why`` (:func:`close_unix_sockets` will refuse them, or
+#: why not).
 STATE: dict = {}
 
 
@@ -54,6 +60,39 @@ def _network(off: set[str]) -> tuple[str | None, str | None]:
         except OSError as exc:
             whys.append(f"no seccomp filter ({exc.strerror or exc})")
     return None, "; ".join(whys) or "turned off"
+
+
+def _unix_sockets(off: set[str]) -> tuple[str | None, str | None]:
+    """Whether the candidates' processes can refuse Unix sockets: ``(how, None)`` or ``(None,
+    why not)``."""
+    if "seccomp" in off:
+        return None, "turned off"
+    ok, why = seccomp.available()
+    return ("seccomp filter (no AF_UNIX sockets)", None) if ok else (None, why)
+
+
+def close_unix_sockets(use_cuda: bool) -> None:
+    """In a candidate, reference or compile-stage process, before it loads the code it runs:
+    refuse Unix sockets from now on (:func:`.seccomp.deny_unix_sockets`, every thread). With
+    ``use_cuda`` the device's context is made first (one 4-byte tensor on the pinned device),
+    so that the driver's own set-up runs unfiltered; a CUDA that fails here fails again, with
+    its classified error, where the process first uses it. Does nothing where
+    :func:`setup_worker` did not run in this worker (a judge that was not confined) or found
+    the filter unavailable or turned off (:func:`note` says so); a kernel that refuses it here
+    is ignored the same way (the ``available`` probe makes that rare)."""
+    if not STATE.get("unix_sockets"):
+        return
+    if use_cuda:
+        try:
+            import torch
+
+            torch.ones(1, device="cuda")
+        except Exception:  # noqa: BLE001 - reported where the process uses CUDA
+            pass
+    try:
+        seccomp.deny_unix_sockets()
+    except OSError:
+        pass
 
 
 def _filesystem(off: set[str]) -> tuple[str | None, str | None]:
@@ -90,6 +129,7 @@ def setup_worker() -> dict:
     STATE["caches"] = environment.cache_dirs(caches)
     STATE["network"], STATE["network_why"] = _network(off)
     STATE["filesystem"], STATE["filesystem_why"] = _filesystem(off)
+    STATE["unix_sockets"], STATE["unix_sockets_why"] = _unix_sockets(off)
     STATE["scratch"] = scratch_roots()
     STATE["ruleset"] = None
     STATE["procfs"] = None
@@ -140,11 +180,11 @@ def confine_judge(dirs: dict) -> None:
 
 
 def describe() -> dict:
-    """``{"environment", "filesystem", "network"}``: how each part is confined here (a
-    missing part: ``"none: <why>"``)."""
+    """``{"environment", "filesystem", "network", "unix_sockets"}``: how each part is confined
+    here (a missing part: ``"none: <why>"``)."""
     state = STATE or setup_worker()
     out = {"environment": "allowlist"}
-    for part in ("filesystem", "network"):
+    for part in ("filesystem", "network", "unix_sockets"):
         out[part] = state[part] or f"none: {state[f'{part}_why']}"
     return out
 
@@ -161,6 +201,8 @@ def note() -> str | None:
         )
     if not state["network"]:
         missing.append(f"no network isolation ({state['network_why']})")
+    if not state.get("unix_sockets"):
+        missing.append(f"Unix sockets named by a path reachable ({state['unix_sockets_why']})")
     if state["filesystem"] and state.get("procfs_why") and os.geteuid() == 0:
         missing.append(
             f"the system's settings under /proc writable by root ({state['procfs_why']})"

@@ -71,9 +71,12 @@ def _body(fds: tuple[int, int], setup: dict) -> None:
 
     from ..contestant.process import isolate
     from ..runtime.device import limit_address_space
+    from ..sandbox.policy import close_unix_sockets
 
     try:
         rfd, wfd = isolate(fds, setup["dirs"], signal.SIGKILL, setup["judge"])
+        if not setup["use_cuda"]:  # on CUDA: Nsight Compute (run from here) and the driver
+            close_unix_sockets(False)  # are not known to do without Unix sockets (untried)
         # Silent on a crash: the candidate process runs the same launcher beside this one and
         # writes its own dump to the same stderr, and two dumps written at once interleave
         # mid-line, so the supervisor found no candidate line in either (a SIGSEGV reported
