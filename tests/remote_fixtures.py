@@ -1,7 +1,7 @@
 """Real remote endpoints on loopback for the SSH and Ray target tests.
 
-- :class:`LoopbackSSHD` / the ``sshd`` fixture: Debian's OpenSSH server (``/usr/sbin/sshd``)
-  started as ``sshd -D -e -f <tmp>/sshd_config -p <free port>``, listening on 127.0.0.1 only,
+- :class:`LoopbackSSHD` / the ``sshd`` fixture: Debian's OpenSSH server (``/usr/sbin/sshd``, or
+  the one unpacked into ``ACCELOPT_TEST_SSH_ROOT``) started as ``sshd -D -e -f <tmp>/sshd_config -p <free port>``, listening on 127.0.0.1 only,
   with a throwaway ed25519 host key, a throwaway ed25519 user key in a temporary
   ``authorized_keys`` and its own ``known_hosts`` line (``[127.0.0.1]:PORT <hostkey>``).
   Password and keyboard-interactive authentication are off. It logs in the current user
@@ -34,7 +34,29 @@ from pathlib import Path
 
 import pytest
 
-SSHD = "/usr/sbin/sshd"
+#: A folder Debian's OpenSSH packages were unpacked into (``dpkg-deb -x``; .device/gpu-check
+#: does so on a GPU machine whose image has no sshd, from the ``.debs/`` that
+#: .device/fetch-debs downloads): its sshd, ssh-keygen and libraries are used instead of the
+#: system's. Unset: the system's ``/usr/sbin/sshd`` and ``ssh-keygen`` on PATH.
+SSH_ROOT = os.environ.get("ACCELOPT_TEST_SSH_ROOT")
+SSHD = f"{SSH_ROOT}/usr/sbin/sshd" if SSH_ROOT else "/usr/sbin/sshd"
+KEYGEN = f"{SSH_ROOT}/usr/bin/ssh-keygen" if SSH_ROOT else "ssh-keygen"
+
+
+def ssh_env() -> dict[str, str] | None:
+    """The environment of sshd and ssh-keygen: with :data:`SSH_ROOT`, its libraries first on
+    ``LD_LIBRARY_PATH`` (for those two processes only; the sessions sshd starts get an
+    environment of its own making, without it); else None (this process's)."""
+    if not SSH_ROOT:
+        return None
+    libs = [f"{SSH_ROOT}/usr/lib/x86_64-linux-gnu", f"{SSH_ROOT}/lib/x86_64-linux-gnu"]
+    old = os.environ.get("LD_LIBRARY_PATH")
+    return dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(libs + ([old] if old else [])))
+
+
+def ssh_installed() -> bool:
+    """Whether :data:`SSHD` and :data:`KEYGEN` are there."""
+    return Path(SSHD).exists() and (Path(KEYGEN).exists() or shutil.which(KEYGEN) is not None)
 
 
 def free_port() -> int:
@@ -80,9 +102,10 @@ class LoopbackSSHD:
         user_key = self.root / "id_ed25519"
         for key in (host_key, user_key):
             subprocess.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                [KEYGEN, "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
                 check=True,
                 capture_output=True,
+                env=ssh_env(),
             )
         self.identity_file = user_key
         (self.root / "authorized_keys").write_text((self.root / "id_ed25519.pub").read_text())
@@ -130,6 +153,7 @@ class LoopbackSSHD:
             stdout=subprocess.DEVNULL,
             stderr=open(self.root / "sshd.log", "ab"),  # noqa: SIM115
             start_new_session=True,
+            env=ssh_env(),
         )
         if not wait_port(self.port):
             self.stop()
@@ -198,8 +222,8 @@ def processes_matching(*markers: str) -> list[int]:
 @pytest.fixture
 def sshd(tmp_path: Path) -> Iterator[LoopbackSSHD]:
     """A running loopback OpenSSH server (see :class:`LoopbackSSHD`); killed at teardown."""
-    if not Path(SSHD).exists() or shutil.which("ssh-keygen") is None:
-        pytest.skip("openssh-server (/usr/sbin/sshd, ssh-keygen) is not installed")
+    if not ssh_installed():
+        pytest.skip(f"openssh-server ({SSHD}, {KEYGEN}) is not installed")
     server = LoopbackSSHD(tmp_path / "sshd")
     server.start()
     try:

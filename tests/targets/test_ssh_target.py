@@ -21,7 +21,13 @@ from accelopt_core.settings import Settings
 from accelopt_core.targets import make_target
 from accelopt_core.targets.base import TargetError
 from accelopt_core.targets.ssh import SSHAddress, SSHTarget
-from tests.remote_fixtures import LoopbackSSHD, processes_matching, sshd  # noqa: F401
+from tests.remote_fixtures import (  # noqa: F401
+    KEYGEN,
+    LoopbackSSHD,
+    processes_matching,
+    ssh_env,
+    sshd,
+)
 from tests.targets.procs import children
 from tests.targets.verdicts import COMPARED, STATUSES, assert_same_verdicts, local_verdicts, request
 
@@ -110,7 +116,8 @@ async def test_wrong_key_is_refused_without_password_prompt(
     tmp_path: Path,
 ) -> None:
     other = tmp_path / "other_key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    keygen = [KEYGEN, "-q", "-t", "ed25519", "-N", "", "-f", str(other)]
+    subprocess.run(keygen, check=True, env=ssh_env())
     target = SSHTarget(ssh_settings(sshd, identityFile=str(other)))
     with pytest.raises(TargetError, match="authentication .* failed.*public keys only"):
         await target.probe()
