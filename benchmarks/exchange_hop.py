@@ -1,4 +1,5 @@
-"""What one tensor costs to cross between the judge's processes (`onsite.runtime.exchange`).
+"""What one tensor costs to cross between the judge's processes (`onsite.runtime.exchange`),
+and to be checked there (`onsite.judge.compare`).
 
 Every input and output of a GPU evaluation crosses as a file: the reference process writes it
 and reports its sha256, the judge or the candidate reads it back (benchmarks/README.md, "GPU
@@ -10,7 +11,10 @@ of ``--repeat`` runs, in seconds:
 - ``save + reread``: the writer's old way to its digest, a second pass over the file;
 - ``save hashed``: :func:`exchange.save` with ``hashed=True``, the digest taken in memory;
 - ``load``: :func:`exchange.load` as the candidate reads (no digest);
-- ``load verified``: the same, checking the writer's digest, as the judge reads.
+- ``load verified``: the same, checking the writer's digest, as the judge reads;
+- ``compare``: :func:`compare.compare` of an output against its reference (equal values);
+- ``mutation check``: :func:`compare.mutated_input`, the inputs after a call against the
+  judge's copy from before it (unchanged).
 
     python benchmarks/exchange_hop.py [--mib 64] [--repeat 5] [--dir /dev/shm]
 """
@@ -43,6 +47,7 @@ def main() -> None:
 
     import torch
 
+    from accelopt_core.onsite.judge import compare
     from accelopt_core.onsite.runtime import exchange
 
     x = torch.randn(args.mib * 2**20 // 4)
@@ -66,6 +71,10 @@ def main() -> None:
         out["load verified"] = _median_s(
             lambda: exchange.load(path, torch=torch, sha256=sha), args.repeat
         )
+        same = x.clone()
+        compare.compare(x, same, {}, {})  # NumPy's first use out of the figures
+        out["compare"] = _median_s(lambda: compare.compare(x, same, {}, {}), args.repeat)
+        out["mutation check"] = _median_s(lambda: compare.mutated_input((x,), (same,)), args.repeat)
     finally:
         os.unlink(path)
     print(
