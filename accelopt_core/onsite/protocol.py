@@ -42,8 +42,10 @@ HARNESS_VERSION = "1"
 #: correct on, beside the derived shapes); issue 33 "8" (the interpreter no longer does the
 #: overflow checks Triton throws away nor re-patches ``triton.language`` per helper call,
 #: ``contestant/interp_overhead.py``: an interpreter latency is 1.2-5x below a cached one of
-#: the same kernel, and must not be ranked beside it).
-JUDGE_VERSION = "8"
+#: the same kernel, and must not be ranked beside it); "9" (the candidate and reference
+#: processes open no Unix sockets: a cached ``ok`` of a candidate that reached one must not
+#: stand).
+JUDGE_VERSION = "9"
 
 #: Prefix of the worker's one result line, the last line of its stdout.
 SENTINEL = "@@ACCELOPT_RESULT@@ "
