@@ -72,11 +72,12 @@ def _body(fds: tuple[int, int], setup: dict) -> None:
     from ..contestant.process import isolate
     from ..runtime.device import limit_address_space
     from ..sandbox.policy import close_unix_sockets
+    from .ncu import ncu_path
 
     try:
         rfd, wfd = isolate(fds, setup["dirs"], signal.SIGKILL, setup["judge"])
-        if not setup["use_cuda"]:  # on CUDA: Nsight Compute (run from here) and the driver
-            close_unix_sockets(False)  # are not known to do without Unix sockets (untried)
+        if not (setup["use_cuda"] and ncu_path()):  # Nsight Compute, run from here, is not
+            close_unix_sockets(bool(setup["use_cuda"]))  # known to do without them: untried
         # Silent on a crash: the candidate process runs the same launcher beside this one and
         # writes its own dump to the same stderr, and two dumps written at once interleave
         # mid-line, so the supervisor found no candidate line in either (a SIGSEGV reported
