@@ -3,8 +3,9 @@
 - :class:`LoopbackSSHD` / the ``sshd`` fixture: Debian's OpenSSH server (``/usr/sbin/sshd``, or
   the one unpacked into ``ACCELOPT_TEST_SSH_ROOT``) started as ``sshd -D -e -f
   <tmp>/sshd_config -p <free port>``, listening on 127.0.0.1 only, with a throwaway ed25519
-  host key, a throwaway ed25519 user key in a temporary ``authorized_keys`` and its own ``known_hosts`` line (``[127.0.0.1]:PORT <hostkey>``).
-  Password and keyboard-interactive authentication are off. It logs in the current user
+  host key, a throwaway ed25519 user key in a temporary ``authorized_keys`` and its own
+  ``known_hosts`` line (``[127.0.0.1]:PORT <hostkey>``). Password and keyboard-interactive
+  authentication are off. It logs in the current user
   (root here: ``PermitRootLogin prohibit-password``). It can be killed and restarted on the
   same port (:meth:`LoopbackSSHD.stop` / :meth:`LoopbackSSHD.start`) to test reconnection.
 - :class:`LoopbackRayHead` / the ``ray_head`` fixture: a CPU-only Ray head on 127.0.0.1
