@@ -122,6 +122,13 @@ def _compare_sequence(out, ref, bench: dict, errors: dict) -> str | None:
     return None
 
 
+def _note_errors(errors: dict, max_abs: float, scale: float) -> None:
+    """Keep the worst ``max_abs`` and ``max_rel`` (``max_abs / max|ref|``) in ``errors``."""
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
+    errors["max_abs"] = max(errors.get("max_abs", 0.0), max_abs)
+    errors["max_rel"] = max(errors.get("max_rel", 0.0), max_rel)
+
+
 def _mismatch(o, r, idx: tuple, max_abs: float, scale: float, rtol: float, atol: float,
               outside: int, size: int) -> str:  # fmt: skip
     """The message of a value outside the tolerance at ``idx`` (``o``, ``r``: the arrays)."""
@@ -149,9 +156,7 @@ def _compare_finite(o, r, rtol: float, atol: float, errors: dict) -> str | None:
     bound = np.absolute(r, dtype=np.float64)
     scale = float(bound.max()) if bound.size else 0.0
     max_abs = float(diff.max()) if diff.size else 0.0
-    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
-    errors["max_abs"] = max(errors.get("max_abs", 0.0), max_abs)
-    errors["max_rel"] = max(errors.get("max_rel", 0.0), max_rel)
+    _note_errors(errors, max_abs, scale)
     bound *= rtol
     bound += atol * scale
     viol = diff > bound
@@ -177,9 +182,7 @@ def _compare_floats(o, r, rtol: float, atol: float, errors: dict) -> str | None:
     diff = np.where(finite, np.abs(o - r), 0.0)
     scale = float(np.abs(r[finite]).max()) if finite.any() else 0.0
     max_abs = float(diff.max()) if diff.size else 0.0
-    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
-    errors["max_abs"] = max(errors.get("max_abs", 0.0), max_abs)
-    errors["max_rel"] = max(errors.get("max_rel", 0.0), max_rel)
+    _note_errors(errors, max_abs, scale)
     viol = diff > atol * scale + rtol * np.abs(r)
     if viol.any():
         idx = tuple(int(i) for i in np.argwhere(viol)[0])
