@@ -172,11 +172,14 @@ def record(key: str, value: Any) -> None:
 def summary(result: dict) -> dict:
     """The figures of one evaluation result worth keeping: status, timing, latency with its
     quantiles, % of peak, bound, throughput, the device, the judge's phases (s, where the
-    evaluation's wall time went) and the compile stage's kernels."""
+    evaluation's wall time went), the compile stage's kernels and the sandbox's warnings (what
+    it could not close on that machine: an empty list is the whole sandbox, Unix sockets
+    included)."""
     keys = ("status", "rule", "message", "timing", "device", "latency_ms", "p20_ms", "p80_ms")
     keys += ("pct_of_peak", "bound", "gbps", "tflops", "eval_s")
     out = {k: result.get(k) for k in keys if k in result}
     out["phases_s"] = (result.get("metrics") or {}).get("phases_s")
+    out["sandbox"] = [w for w in result.get("warnings") or [] if w.startswith("sandbox:")]
     gpu = (result.get("metrics") or {}).get("gpu") or {}
     out["kernels"] = [
         {k: e.get(k) for k in ("kernel", "config", "registers", "local_bytes", "shared_bytes")}
