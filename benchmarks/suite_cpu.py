@@ -1,0 +1,108 @@
+"""Where a test run's CPU goes, by kind of process (issue 33), from Linux process accounting.
+
+The kernel writes one record per process when it exits (``acct(5)``, version 3: command name,
+pid, parent pid, whether it forked without ``exec``, user and system CPU in clock ticks). This
+reads such a file and sums the CPU of every process the run started, in the kinds of
+``benchmarks/README.md`` ("Test-suite cost"):
+
+- the pytest processes themselves (the Pythons that lived longest);
+- Pythons started with ``exec`` by CPU: at least 3 s (workers: ``import torch`` is 2.9-3.3 s on
+  the development box), 1-3 s (language servers, CLI runs with little to do), under 1 s;
+- forks of Pythons (supervisors, candidates, references, compile stages and their compiles);
+- every other command by name (``nvdisasm``, ``ptxas-blackwell``, ``chromium``...).
+
+Usage (as root; the ``acct`` package gives ``accton``)::
+
+    touch /tmp/pacct && accton /tmp/pacct
+    python -m pytest -n auto --dist loadfile
+    accton off
+    python3 benchmarks/suite_cpu.py /tmp/pacct [--top 12]
+
+CPU is in seconds (the records' ``comp_t`` ticks at ``AHZ`` = 100 per second). Standard library
+only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+#: ``struct acct_v3`` (linux/acct.h): flag, version, tty, exit code, uid, gid, pid, ppid,
+#: btime, etime (float), utime, stime, mem, io, rw, minflt, majflt, swaps (comp_t), comm[16].
+RECORD = struct.Struct("<BBHIIIIIIf8H16s")
+AFORK = 0x01  #: ``ac_flag``: forked but did not exec
+TICKS_PER_S = 100  #: ``AHZ``
+#: How many of the longest-lived Pythons are the pytest processes (the controller and two
+#: workers under ``-n auto`` on 2 cores).
+PYTEST_PROCESSES = 3
+
+
+@dataclass(frozen=True)
+class Process:
+    """One accounting record: ``cpu_s`` user + system seconds, ``elapsed_s`` wall seconds."""
+
+    pid: int
+    ppid: int
+    comm: str
+    cpu_s: float
+    elapsed_s: float
+    forked: bool
+
+
+def _comp_t(value: int) -> int:
+    """``comp_t``: a 13-bit mantissa and a 3-bit base-8 exponent (acct(5))."""
+    return (value & 0x1FFF) << (3 * ((value >> 13) & 0x7))
+
+
+def read(path: Path) -> list[Process]:
+    """The records of an ``acct`` v3 file. Raises ValueError on another version."""
+    data = path.read_bytes()
+    out = []
+    for offset in range(0, len(data) - RECORD.size + 1, RECORD.size):
+        f = RECORD.unpack_from(data, offset)
+        if f[1] & 0x0F != 3:
+            raise ValueError(f"{path}: acct record version {f[1] & 0x0F}, not 3")
+        cpu = (_comp_t(f[10]) + _comp_t(f[11])) / TICKS_PER_S
+        comm = f[18].split(b"\0")[0].decode(errors="replace")
+        out.append(Process(f[6], f[7], comm, cpu, f[9] / TICKS_PER_S, bool(f[0] & AFORK)))
+    return out
+
+
+def kinds(processes: list[Process]) -> dict[str, tuple[int, float]]:
+    """``{kind: (processes, CPU s)}``, dearest first."""
+    pythons = [p for p in processes if p.comm.startswith("python") and not p.forked]
+    pytest = {p.pid for p in sorted(pythons, key=lambda p: -p.elapsed_s)[:PYTEST_PROCESSES]}
+    sums: dict[str, list] = defaultdict(lambda: [0, 0.0])
+    for p in processes:
+        if p.pid in pytest:
+            kind = "pytest processes"
+        elif p.comm.startswith("python") and p.forked:
+            kind = "forks of Pythons (evaluations)"
+        elif p.comm.startswith("python"):
+            band = "≥ 3 s" if p.cpu_s >= 3 else "1-3 s" if p.cpu_s >= 1 else "< 1 s"
+            kind = f"Pythons started with exec, {band}"
+        else:
+            kind = p.comm
+        sums[kind][0] += 1
+        sums[kind][1] += p.cpu_s
+    return {k: (n, s) for k, (n, s) in sorted(sums.items(), key=lambda kv: -kv[1][1])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("pacct", type=Path, help="the file accton wrote")
+    parser.add_argument("--top", type=int, default=12, help="rows of the table")
+    args = parser.parse_args()
+    processes = read(args.pacct)
+    total = sum(p.cpu_s for p in processes)
+    print(f"{len(processes)} processes, {total:.0f} s of CPU\n")
+    print("| processes | count | CPU s | share |\n| --- | ---: | ---: | ---: |")
+    for kind, (n, cpu) in list(kinds(processes).items())[: args.top]:
+        print(f"| {kind} | {n} | {cpu:.0f} | {100 * cpu / max(total, 1e-9):.0f} % |")
+
+
+if __name__ == "__main__":
+    main()
