@@ -5,7 +5,7 @@ pid, parent pid, whether it forked without ``exec``, user and system CPU in cloc
 reads such a file and sums the CPU of every process the run started, in the kinds of
 ``benchmarks/README.md`` ("Test-suite cost"):
 
-- the pytest processes themselves (the Pythons that lived longest);
+- the pytest processes themselves (the longest-lived Python and its xdist workers);
 - Pythons started with ``exec`` by CPU: at least 3 s (workers: ``import torch`` is 2.9-3.3 s on
   the development box), 1-3 s (language servers, CLI runs with little to do), under 1 s;
 - forks of Pythons (supervisors, candidates, references, compile stages and their compiles);
@@ -35,9 +35,8 @@ from pathlib import Path
 RECORD = struct.Struct("<BBHIIIIIIf8H16s")
 AFORK = 0x01  #: ``ac_flag``: forked but did not exec
 TICKS_PER_S = 100  #: ``AHZ``
-#: How many of the longest-lived Pythons are the pytest processes (the controller and two
-#: workers under ``-n auto`` on 2 cores).
-PYTEST_PROCESSES = 3
+#: A pytest-xdist worker lives at least this share of its controller's wall time.
+WORKER_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -71,10 +70,24 @@ def read(path: Path) -> list[Process]:
     return out
 
 
+def _pytest_pids(processes: list[Process]) -> set[int]:
+    """The pytest processes: the longest-lived Python started with ``exec`` (the controller)
+    and its ``exec`` children that lived nearly as long (its xdist workers, however many)."""
+    pythons = [p for p in processes if p.comm.startswith("python") and not p.forked]
+    if not pythons:
+        return set()
+    root = max(pythons, key=lambda p: p.elapsed_s)
+    workers = {
+        p.pid
+        for p in pythons
+        if p.ppid == root.pid and p.elapsed_s >= WORKER_SHARE * root.elapsed_s
+    }
+    return {root.pid} | workers
+
+
 def kinds(processes: list[Process]) -> dict[str, tuple[int, float]]:
     """``{kind: (processes, CPU s)}``, dearest first."""
-    pythons = [p for p in processes if p.comm.startswith("python") and not p.forked]
-    pytest = {p.pid for p in sorted(pythons, key=lambda p: -p.elapsed_s)[:PYTEST_PROCESSES]}
+    pytest = _pytest_pids(processes)
     sums: dict[str, list] = defaultdict(lambda: [0, 0.0])
     for p in processes:
         if p.pid in pytest:
