@@ -3,7 +3,8 @@
 :class:`Evaluator` runs the static gate here first (a rejected candidate costs no target time),
 builds the :class:`~accelopt_core.onsite.protocol.EvalRequest` from the settings, consults the
 :class:`~accelopt_core.evaluation.cache.EvaluationCache` and only then sends the request to the
-target. Re-timing a finalist (:attr:`Evaluator.retime`) is the same path with the cache bypassed.
+target. Re-timing a finalist (:attr:`Evaluator.retime`) is the same path with the cache bypassed;
+a round of the A/B re-timing (:attr:`Evaluator.time_again`) checks correctness on one seed only.
 """
 
 from __future__ import annotations
@@ -93,12 +94,19 @@ class Evaluator:
         entry_expr: str | None = None,
         sizes: SizePlan | None = None,
         derived_inputs: list[dict] | None = None,
+        timing_round: bool = False,
     ) -> EvalRequest:
         """The request the settings describe (seeds 1..N, warm-up/rep ms, timeout, memory
         limit, the peak table of :func:`accelopt_core.onsite.judge.roofline.peak_table`), with the
         import closure and harness of ``context`` (issue 13) when given, and the harness's
-        ``sizes`` under the setting ``evaluation.sizes`` (issue 24)."""
+        ``sizes`` under the setting ``evaluation.sizes`` (issue 24).
+
+        ``timing_round``: a round of a re-timing (:meth:`time_again`): seed 1 only and no
+        derived inputs, whatever ``derived_inputs`` says."""
         ev = self.settings.evaluation
+        seeds = [1] if timing_round else list(range(1, ev.seeds + 1))
+        if timing_round:
+            derived_inputs = []
         project = context.request_fields() if context is not None else {}
         harness = original_source
         if context is not None and context.harness_source is not None:
@@ -111,7 +119,7 @@ class Evaluator:
             entry_expr=entry_expr,
             baseline_source=baseline_source,
             **project,
-            seeds=list(range(1, ev.seeds + 1)),
+            seeds=seeds,
             warmup_ms=ev.warmup_ms,
             rep_ms=ev.rep_ms,
             timeout_s=ev.timeout_s,
@@ -138,6 +146,7 @@ class Evaluator:
         tree: ast.Module | None = None,
         sizes: SizePlan | None = None,
         derived_inputs: list[dict] | None = None,
+        timing_round: bool = False,
     ) -> EvalResult:
         """Evaluate ``candidate_source`` against the harness of ``original_source``.
 
@@ -162,6 +171,8 @@ class Evaluator:
                 baseline's own evaluation, a profile).
             tree: ``candidate_source`` already parsed (read, not mutated), so the gate does not
                 parse it again.
+            timing_round: a round of a re-timing (:meth:`time_again`): correctness on seed 1
+                of each shape only and no derived inputs.
 
         The gate's verdict on a source is kept: re-timing a candidate does not gate it again.
 
@@ -187,6 +198,7 @@ class Evaluator:
             entry_expr=entry_expr,
             sizes=sizes,
             derived_inputs=derived_inputs,
+            timing_round=timing_round,
         )
         return await self._run(request, use_cache=use_cache)
 
@@ -194,6 +206,19 @@ class Evaluator:
     #: :meth:`evaluate` again on the target, bypassing the cache (re-timing finalists: every
     #: evaluation on a target runs in a fresh process); the fresh result replaces the cached one.
     retime = functools.partialmethod(evaluate, use_cache=False)
+
+    #: ``time_again(original_source, candidate_source, entry, **keywords)``: one round of the
+    #: A/B re-timing of a candidate whose first evaluation passed
+    #: (:mod:`accelopt_core.search.retime`). The cache is bypassed and the candidate is timed as
+    #: in :meth:`evaluate`; what is checked again is what a timing needs: correctness on seed 1
+    #: of each ``BENCH["shapes"]`` shape and the outputs of the timed repetitions
+    #: (:mod:`accelopt_core.onsite.judge.timing`). The other seeds and the derived inputs were
+    #: checked by the first evaluation of the same source; checking them in every round too
+    #: made a round cost a whole evaluation (softmax's example: 3 checked calls instead of 15,
+    #: besides the timed ones; an offline search, ``-T 2 -B 2 -N 2 -K 1`` under the interpreter,
+    #: from 34 to 23 s of CPU, median of 3: benchmarks/search_cpu.py). A round that fails still
+    #: fails the candidate.
+    time_again = functools.partialmethod(evaluate, use_cache=False, timing_round=True)
 
     def _gate(
         self,

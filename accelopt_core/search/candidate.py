@@ -10,6 +10,7 @@ the rewrites that CPU timing cannot judge (issue 10, "Noise is not a speedup").
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import math
 import statistics
@@ -211,6 +212,33 @@ def beats(fast: EvalResult, slow: EvalResult, margin: float) -> bool:
 def is_faster(fast: Candidate, slow: Candidate, margin: float) -> bool:
     """The noise rule (:func:`beats`) on two candidates' results."""
     return beats(fast.result, slow.result, margin)
+
+
+#: What a re-timing round measures (:meth:`~accelopt_core.evaluation.evaluator.Evaluator.
+#: time_again`): the timing fields of its result, and the per-shape timings of its metrics.
+TIMING_FIELDS = (
+    "latency_ms",
+    "p20_ms",
+    "p80_ms",
+    "timing",
+    "gbps",
+    "tflops",
+    "pct_of_peak",
+    "bound",
+)
+
+
+def with_timing_of(first: EvalResult, timed: EvalResult) -> EvalResult:
+    """``first`` (a candidate's whole evaluation: its correctness on every seed and derived
+    input, errors, message) with the timing of ``timed`` (a re-timing round of the same source,
+    which checked one seed per shape): its latency, p20/p80 (ms), GB/s, TFLOP/s, % of peak and
+    ``metrics["shapes"]``."""
+    metrics = dict(first.metrics)
+    if "shapes" in timed.metrics:
+        metrics["shapes"] = timed.metrics["shapes"]
+    return dataclasses.replace(
+        first, metrics=metrics, **{name: getattr(timed, name) for name in TIMING_FIELDS}
+    )
 
 
 def slower_of(first: EvalResult, second: EvalResult) -> EvalResult:

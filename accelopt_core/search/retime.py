@@ -24,6 +24,13 @@ margin m (``search.noiseMargin``):
 * a child that fails in a round (incorrect, crash, ...) fails: its result becomes that failure;
   a parent that fails in a round ends the rounds unconfirmed.
 
+A round's evaluation (:meth:`~accelopt_core.evaluation.evaluator.Evaluator.time_again`) times
+the candidate as its first evaluation did and checks again what the timing needs: seed 1 of
+each shape and the outputs of the timed repetitions. The other seeds and the derived inputs were
+checked once, by the first evaluation of the same source, which stays the candidate's verdict:
+a kept round median replaces only its timing (:func:`~accelopt_core.search.candidate.
+with_timing_of`).
+
 A confirmed step (``Candidate.confirmed``) is reported to ``on_confirmed`` (a new best, a
 positive experience) once the parent's own re-timing ended; a rejected one is not a step at
 all: no positive experience, not a new best, not ranked. The candidate keeps the slower of its
@@ -39,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from accelopt_core.onsite.protocol import EvalResult
-from accelopt_core.search.candidate import Candidate, beats, slower_of
+from accelopt_core.search.candidate import Candidate, beats, slower_of, with_timing_of
 from accelopt_core.search.report import FailedCandidate, Tally
 from accelopt_core.search.trials import Trials
 
@@ -145,8 +152,8 @@ class Retimer:
             self._tally.record(record, counted_as=f"retime_{failed.status}")
         else:
             median = played.median_child()
-            if median is not None:
-                cand.result = slower_of(cand.result, median)
+            if median is not None:  # the round checked one seed: keep the whole verdict
+                cand.result = slower_of(cand.result, with_timing_of(cand.result, median))
         cand.confirmed = failed is None and bool(
             ab_verdict(played.wins, len(played.child), self._rounds)
         )

@@ -149,14 +149,25 @@ class Trials:
         self, parent: Candidate, child: Candidate
     ) -> tuple[EvalResult, EvalResult]:
         """One A/B round of the interleaved re-timing: ``parent`` then ``child``, each in a
-        fresh evaluation (cache bypassed), the child's started only once the parent's ended,
+        fresh evaluation (cache bypassed, :meth:`time_again`), the child's started only once the parent's ended,
         so both run back to back under the same load. Returns ``(parent's, child's)``.
 
         A slot of the target's pool is not pinned across the pair (the target takes one per
         evaluation), so on a target with several slots the two may run in different slots."""
-        first = await self.evaluate_again(parent)
-        second = await self.evaluate_again(child)
+        first = await self.time_again(parent)
+        second = await self.time_again(child)
         return first, second
+
+    async def time_again(self, cand: Candidate) -> EvalResult:
+        """One re-timing round's evaluation of ``cand`` in a fresh process (cache bypassed;
+        :attr:`~accelopt_core.evaluation.evaluator.Evaluator.time_again`: correctness checked
+        again on seed 1 of each shape and on the timed repetitions only); ``cand`` itself is
+        left as it is."""
+        result = await self._evaluator.time_again(
+            self._original.source, cand.source, self._entry, tree=cand.tree, **self._where
+        )
+        self._tally.evaluated += 1
+        return result
 
     def speedup_of(self, result: EvalResult) -> float | None:
         """Baseline latency / ``result``'s latency (None unless both are ok and timed)."""

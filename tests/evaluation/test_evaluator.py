@@ -88,6 +88,39 @@ async def test_gate_rejection_never_reaches_the_target(tmp_path):
     assert target.calls == 0 and evaluator.gate_rejections == 2
 
 
+class RecordingTarget:
+    """A target that records the requests it gets and answers ``ok`` (the evaluator's request
+    is under test here, not an evaluation)."""
+
+    fingerprint = "recording"
+    capacity = 1
+
+    def __init__(self) -> None:
+        self.requests: list[EvalRequest] = []
+
+    async def evaluate(self, request: EvalRequest) -> EvalResult:
+        self.requests.append(request)
+        return EvalResult(status="ok", latency_ms=1.0, timing="interpreter")
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_timing_round_checks_seed_one_and_no_derived_input(tmp_path):
+    s = settings(seeds=5)
+    target = RecordingTarget()
+    evaluator = Evaluator(target, s, EvaluationCache(tmp_path / "evals"))  # type: ignore[arg-type]
+    derived = [{"kind": "values", "name": "x \u00d7 63.4 (large)", "input": 0, "op": "large"}]
+    await evaluator.evaluate(BASE, OK, "add", derived_inputs=derived)
+    await evaluator.time_again(BASE, OK, "add", derived_inputs=derived)
+    await evaluator.time_again(BASE, OK, "add", derived_inputs=derived)  # never from the cache
+    await evaluator.retime(BASE, OK, "add", derived_inputs=derived)  # a whole evaluation
+    seeds = [(r.seeds, r.derived_inputs) for r in target.requests]
+    whole = ([1, 2, 3, 4, 5], derived)
+    assert seeds == [whole, ([1], []), ([1], []), whole]
+    assert {r.timing_seed for r in target.requests} == {1000}  # timed on the same inputs
+
+
 async def test_broken_cache_directory_warns_once_and_still_evaluates(tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

@@ -19,7 +19,8 @@ def timed(ms: float, timing: str = "interpreter") -> EvalResult:
 
 @dataclass
 class Call:
-    """One evaluation asked of the scripted evaluator: ``kind`` is ``evaluate`` or ``retime``;
+    """One evaluation asked of the scripted evaluator: ``kind`` is ``evaluate``, ``retime`` (an
+    evaluation again, as for an implausible speedup) or ``round`` (a re-timing round);
     ``started`` / ``ended`` are the evaluator's event counters at its start and end."""
 
     kind: str
@@ -65,6 +66,10 @@ class ScriptedEvaluator:
     async def retime(self, original: str, source: str, entry: str, **_: object) -> EvalResult:
         """The scripted result; ``kind`` ``retime``."""
         return await self._run("retime", source)
+
+    async def time_again(self, original: str, source: str, entry: str, **_: object) -> EvalResult:
+        """The scripted result; ``kind`` ``round`` (a round of the A/B re-timing)."""
+        return await self._run("round", source)
 
     def sources(self, kind: str | None = None) -> list[str]:
         """The sources evaluated (of ``kind`` only, when given), in start order."""

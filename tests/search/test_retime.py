@@ -116,7 +116,7 @@ async def test_noisy_wins_are_not_confirmed_and_consistent_ones_are() -> None:
     assert noisy.latency_ms == 10.0 and steady.latency_ms == 6.5
     assert [c.id for c in rank_verified(trials.seen.values(), base, MARGIN)] == [steady.id]
     # 3 rounds each (1 - 1 after two rounds left both open): 2 x 3 x (parent, child).
-    assert len(evaluator.sources("retime")) == 12 and tally.evaluated == 3 + 12
+    assert len(evaluator.sources("round")) == 12 and tally.evaluated == 3 + 12
 
 
 async def test_rounds_stop_once_decided_and_pairs_run_interleaved() -> None:
@@ -195,7 +195,43 @@ async def test_a_failed_round_fails_the_candidate() -> None:
     assert await retime(trials, tally, flaky) == []
     assert flaky.retimed and not flaky.confirmed and flaky.result.status == "incorrect"
     assert flaky.speedup is None and tally.failures == {"retime_incorrect": 1}
-    assert evaluator.sources("retime") == [base_src, flaky_src]  # no round after a failure
+    assert evaluator.sources("round") == [base_src, flaky_src]  # no round after a failure
+
+
+async def test_a_kept_round_median_replaces_only_the_timing() -> None:
+    """A round checks one seed (``Evaluator.time_again``): when its median is kept, the
+    candidate's verdict (message, errors, derived inputs) stays its first evaluation's."""
+    base_src = SOFTMAX.read_text()
+    child_src = block_child(base_src, 128)
+    used = {"used": [{"name": "x \u00d7 63.4 (large)"}], "skipped": []}
+    first = EvalResult(
+        status="ok", latency_ms=5.0, p20_ms=4.9, p80_ms=5.1, timing="interpreter",
+        max_abs_error=1e-7, message="correct on 5 seeds x 3 shapes",
+        metrics={"derived_inputs": used, "shapes": [{"latency_ms": 5.0}]},
+    )  # fmt: skip
+
+    def round_result(ms: float) -> EvalResult:
+        return EvalResult(
+            status="ok", latency_ms=ms, p20_ms=ms - 0.1, p80_ms=ms + 0.1, timing="interpreter",
+            max_abs_error=0.0, message="correct on 1 seeds x 3 shapes",
+            metrics={"derived_inputs": {"used": [], "skipped": []}, "shapes": [{"latency_ms": ms}]},
+        )  # fmt: skip
+
+    table = {base_src: [timed(10.0)], child_src: [first, round_result(6.0), round_result(6.5)]}
+    evaluator, trials, tally = setup(table)
+    base = await trials.evaluate_baseline(_nothing())
+    child = await evaluated_child(trials, child_src, base)
+    assert await retime(trials, tally, child) == [(base.id, child.id)]
+    result = child.result
+    assert (result.latency_ms, result.p20_ms, result.p80_ms) == (6.5, 6.4, 6.6)  # the rounds'
+    assert result.metrics["shapes"] == [{"latency_ms": 6.5}]
+    assert result.message == first.message and result.max_abs_error == 1e-7
+    assert result.metrics["derived_inputs"] == used
+    assert [c.kind for c in evaluator.calls if c.source == child_src] == [
+        "evaluate",
+        "round",
+        "round",
+    ]
 
 
 @pytest.mark.parametrize("timing", ["interpreter", "simulated", "cuda"])
@@ -216,7 +252,7 @@ async def test_a_num_warps_only_child_is_credited_only_under_gpu_timing(timing: 
     else:
         assert child.ignored_by_timing and "counted as equal" in child.result.warnings[-1]
         assert improved == [] and regressions == [] and confirmed == [] and ranked == []
-        assert not child.confirmed and evaluator.sources("retime") == []  # no rounds spent
+        assert not child.confirmed and evaluator.sources("round") == []  # no rounds spent
 
 
 async def test_a_search_ranks_only_what_the_rounds_confirm() -> None:
