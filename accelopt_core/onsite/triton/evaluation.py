@@ -288,14 +288,15 @@ def _run(
     first = (req.get("seeds") or [1])[0]
     listed = req.get("derived_inputs")
     results = []
+
+    def check_seed(seed: int, errors: dict) -> None:
+        _stop_on_stage_failure(stage)
+        _check_seed(seed, ref, cand, stack, errors, seed == first)
+
     for shape in ref.shapes or [None]:
         ref.shape = shape
         results.append(
-            correct_on_seeds(
-                req,
-                lambda seed, errors: _check_seed(seed, ref, cand, stack, errors, seed == first),
-                derived_checks.derived_seeds(listed, shape),
-            )
+            correct_on_seeds(req, check_seed, derived_checks.derived_seeds(listed, shape))
         )
     clock.mark("correctness")
     result = add_sizes(shapes.merge_checks(results, ref.shapes), ref.sizes)
@@ -304,6 +305,7 @@ def _run(
     if ref.backward:
         result["message"] += " (forward + backward: input gradients checked and timed)"
     result.update(stack.env)
+    _stop_on_stage_failure(stage)  # before the derived inputs' calls too
     check = _derived_check(ref, cand, stack)
     t0 = time.perf_counter()
     if isinstance(listed, list):  # a candidate: the baseline's usable derived inputs, untimed
@@ -314,6 +316,7 @@ def _run(
     if stage is not None:  # the compile stage is done before the timed calls (issue 21)
         stage.settle(ctx["deadline"])
         clock.mark("compile_stage_wait")
+        _stop_on_stage_failure(stage)  # a kernel the GPU cannot run is not timed
     result = _timed(req, stack, ref, cand, result)
     clock.mark("timing")
     if not isinstance(listed, list) and result.get("status") == "ok":  # the baseline: find them
@@ -342,6 +345,16 @@ def _timed(req: dict, stack: Stack, ref: Reference, cand: Candidate, result: dic
 #: specialization first); longer when its correctness calls were slow (x :data:`_DERIVED_SLACK`).
 _DERIVED_WAIT_S = 30.0
 _DERIVED_SLACK = 20.0
+
+
+def _stop_on_stage_failure(stage) -> None:
+    """Raise the compile stage's failure as soon as the stage has answered with one (issue
+    33): the kernel cannot compile or launch on the target GPU, which is the verdict whatever
+    the rest of the candidate's run would give (:func:`.stage.merge`), so the interpreter's
+    remaining calls are not made. A poll between checked calls, never a wait."""
+    failure = stage.failure() if stage is not None else None
+    if failure is not None:
+        raise Failure(failure)
 
 
 def _derived_check(ref: Reference, cand: Candidate, stack: Stack):

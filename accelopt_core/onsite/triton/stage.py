@@ -136,6 +136,10 @@ def _serve_ncu(chan: Channel, setup: dict, answer: dict, ncu: str) -> None:
     )
 
 
+#: How long :meth:`StagePeer.failure` looks for the stage's answer, s (a poll, not a wait).
+POLL_S = 0.001
+
+
 class StagePeer:
     """The judge's end of the stage process: its pid, channel and device."""
 
@@ -153,6 +157,18 @@ class StagePeer:
             self._raw = self.proc.chan.recv(max(min(left, max(5.0, left / 2)), 0.01))
         except ChannelError:
             pass
+
+    def failure(self) -> dict | None:
+        """The stage's compile or launch failure (an ``incorrect`` result dict) once the stage
+        has answered with one, without waiting for it (the answer is kept for :meth:`answer`);
+        None while it works, when it answered with facts, or when its channel broke (then
+        :meth:`answer` says so)."""
+        if self._raw is None:
+            try:
+                self._raw = self.proc.chan.recv(POLL_S)
+            except ChannelError:
+                return None
+        return _checked(self._raw, self.device).get("failure")
 
     def answer(self, deadline: float, result: dict | None = None) -> dict:
         """The stage's checked answer (:func:`_checked`), waiting until ``deadline``
@@ -300,30 +316,21 @@ def interpreter_limit(result: dict) -> str | None:
     return reason.replace(INTERP, "the interpreter")[:400]
 
 
-#: On a CUDA target, the verdicts of the candidate's own run that a compile or launch failure
-#: of the stage replaces: the same kernel failed to compile or launch there, and the verdict
-#: reads as it does off the GPU.
-_GPU_FAILURES = ("compile_error", "runtime_error")
-
-
 def merge(result: dict, answer: dict | None, ctx: dict) -> dict:
     """``result`` (the evaluation's) with the stage's ``answer``: a compile or launch failure
-    replaces a passing or interpreter-limited verdict, and on a CUDA target
-    (``ctx["interpreter"]`` false) also a compile or runtime error of the candidate's run, so
-    a kernel that cannot compile or launch on the device gets the same verdict with or without
-    the GPU (the env fields kept); facts go to ``metrics["gpu"]``; an interpreter-limited
-    failure also gets ``metrics["not_timed"]``. Warnings without facts go to
-    ``metrics["gpu"]["warnings"]``."""
+    is the verdict, whatever the candidate's own run gave (the env fields kept). On the GPU
+    that kernel never runs, so a kernel that cannot compile or launch on the device gets the
+    same verdict with or without the GPU, and the judge may stop the candidate's run as soon
+    as the failure is known (:meth:`StagePeer.failure`) without changing the verdict. Facts go
+    to ``metrics["gpu"]``; an interpreter-limited failure also gets ``metrics["not_timed"]``.
+    Warnings without facts go to ``metrics["gpu"]["warnings"]``."""
     pending = ctx.pop("gpu_warnings", [])
     if answer is None:
         return result
     limited = interpreter_limit(result)
     if "failure" in answer:
-        on_gpu = ctx.get("interpreter") is False and result.get("status") in _GPU_FAILURES
-        if result.get("status") == "ok" or limited or on_gpu:
-            env = {k: result[k] for k in ("device", "versions") if k in result}
-            return dict(answer["failure"], **env)
-        return result
+        env = {k: result[k] for k in ("device", "versions") if k in result}
+        return dict(answer["failure"], **env)
     metrics = result.setdefault("metrics", {})
     gpu = answer["gpu"]
     gpu["warnings"] = pending + gpu.get("warnings", [])
