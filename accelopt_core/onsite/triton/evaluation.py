@@ -290,14 +290,23 @@ def _run(
     results = []
 
     def check_seed(seed: int, errors: dict) -> None:
-        _stop_on_stage_failure(stage)
+        if seed != first and _stage_failure(stage) is not None:
+            raise _StageStop
         _check_seed(seed, ref, cand, stack, errors, seed == first)
 
+    stopped = False
     for shape in ref.shapes or [None]:
         ref.shape = shape
-        results.append(
-            correct_on_seeds(req, check_seed, derived_checks.derived_seeds(listed, shape))
-        )
+        if stopped:  # only the first call of each specialization: its own compile error
+            _check_seed(first, ref, cand, stack, {}, True)
+            continue
+        try:
+            derived = derived_checks.derived_seeds(listed, shape)
+            results.append(correct_on_seeds(req, check_seed, derived))
+        except _StageStop:
+            stopped = True
+    if stopped:
+        _stop_on_stage_failure(stage)
     clock.mark("correctness")
     result = add_sizes(shapes.merge_checks(results, ref.shapes), ref.sizes)
     if cand.kernels:  # which kernels the entry launched, and for how long (interpreter)
@@ -347,12 +356,23 @@ _DERIVED_WAIT_S = 30.0
 _DERIVED_SLACK = 20.0
 
 
+class _StageStop(Exception):
+    """The compile stage failed while the candidate's seeds were being checked."""
+
+
+def _stage_failure(stage) -> dict | None:
+    """The compile stage's failure once the stage has answered with one (a poll, never a
+    wait); None without a stage."""
+    return stage.failure() if stage is not None else None
+
+
 def _stop_on_stage_failure(stage) -> None:
     """Raise the compile stage's failure as soon as the stage has answered with one (issue
-    33): the kernel cannot compile or launch on the target GPU, which is the verdict whatever
-    the rest of the candidate's run would give (:func:`.stage.merge`), so the interpreter's
-    remaining calls are not made. A poll between checked calls, never a wait."""
-    failure = stage.failure() if stage is not None else None
+    33): the kernel cannot compile or launch on the target GPU, which is the verdict unless
+    the candidate's own first call of a specialization failed to compile or was rejected
+    (:func:`.stage.merge`; those first calls are always made), so the interpreter's remaining
+    calls are not made."""
+    failure = _stage_failure(stage)
     if failure is not None:
         raise Failure(failure)
 

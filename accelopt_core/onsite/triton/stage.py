@@ -318,17 +318,25 @@ def interpreter_limit(result: dict) -> str | None:
 
 def merge(result: dict, answer: dict | None, ctx: dict) -> dict:
     """``result`` (the evaluation's) with the stage's ``answer``: a compile or launch failure
-    is the verdict, whatever the candidate's own run gave (the env fields kept). On the GPU
-    that kernel never runs, so a kernel that cannot compile or launch on the device gets the
-    same verdict with or without the GPU, and the judge may stop the candidate's run as soon
-    as the failure is known (:meth:`StagePeer.failure`) without changing the verdict. Facts go
-    to ``metrics["gpu"]``; an interpreter-limited failure also gets ``metrics["not_timed"]``.
+    is the verdict (the env fields kept), except over the candidate's own ``rejected`` (a
+    hack) and, off the GPU (``ctx["interpreter"]`` not false), its own ``compile_error`` (its
+    source does not compile even for the interpreter; on a CUDA target the same kernel failed
+    to compile there, and the verdict reads as it does off the GPU). That kernel never runs on
+    the GPU, so an ``incorrect``, ``runtime_error`` or ``timeout`` of its interpreted run is
+    replaced, and the judge may stop that run as soon as the stage's failure is known
+    (:meth:`StagePeer.failure`): it makes the first call of every specialization first, where
+    a compile error or a hack shows (:func:`.evaluation._run`). Facts go to
+    ``metrics["gpu"]``; an interpreter-limited failure also gets ``metrics["not_timed"]``.
     Warnings without facts go to ``metrics["gpu"]["warnings"]``."""
     pending = ctx.pop("gpu_warnings", [])
     if answer is None:
         return result
     limited = interpreter_limit(result)
     if "failure" in answer:
+        status = result.get("status")
+        off_gpu = ctx.get("interpreter") is not False
+        if status == "rejected" or (off_gpu and status == "compile_error"):
+            return result
         env = {k: result[k] for k in ("device", "versions") if k in result}
         return dict(answer["failure"], **env)
     metrics = result.setdefault("metrics", {})

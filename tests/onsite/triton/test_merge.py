@@ -52,6 +52,17 @@ def test_an_incorrect_result_is_replaced_by_the_stage_failure() -> None:
         assert merged["message"] == FAILURE["failure"]["message"] and merged["device"] == "cpu"
 
 
+def test_a_compile_error_of_its_own_stands_off_the_gpu_and_a_hack_everywhere() -> None:
+    # the source does not compile even for the interpreter: its own message names the line;
+    # on a CUDA target the same compile failed there, and the stage names it
+    own = {"status": "compile_error", "message": "arange's range must be a power of 2"}
+    assert stage.merge(dict(own), FAILURE, {"interpreter": True}) == own
+    assert stage.merge(dict(own), FAILURE, {"interpreter": False})["status"] == "incorrect"
+    hack = {"status": "rejected", "message": "no kernel launch", "rule": "no kernel launch"}
+    for ctx in ({"interpreter": False}, {"interpreter": True}):
+        assert stage.merge(dict(hack), FAILURE, ctx) == hack
+
+
 def test_facts_leave_the_candidates_own_verdict_alone() -> None:
     wrong = {"status": "incorrect", "message": "seed 1: max abs error 3.2"}
     facts = stage.facts_of(lookup("H100"), "no kernel compiled")
