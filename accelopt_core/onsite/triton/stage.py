@@ -152,6 +152,8 @@ class StagePeer:
         CPU for a new kernel) never competes with the candidate's timed calls: at most half
         the time left before ``deadline`` (monotonic s), at least 5 s; a stage still busy then
         is answered for later by :meth:`answer`, as is one that died."""
+        if self._raw is not None:  # :meth:`failure` received it already
+            return
         left = deadline - time.monotonic()
         try:
             self._raw = self.proc.chan.recv(max(min(left, max(5.0, left / 2)), 0.01))

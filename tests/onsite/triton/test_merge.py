@@ -94,4 +94,10 @@ def test_the_judge_polls_the_stage_for_a_failure_without_waiting() -> None:
     assert peer.answer(time.monotonic() + 1.0) == {"failure": got}  # kept, not read again
     facts = stage.StagePeer(_Proc(), lookup("H100"))
     facts.proc.say({"gpu": {"kernels": []}})
-    assert facts.failure() is None and "gpu" in facts.answer(time.monotonic() + 1.0)
+    assert facts.failure() is None
+    # the stage stays alive after its answer (on a GPU it waits to run Nsight Compute): the
+    # wait before the timing must not wait for a second answer
+    t0 = time.monotonic()
+    facts.settle(time.monotonic() + 60.0)
+    assert time.monotonic() - t0 < 1.0
+    assert "gpu" in facts.answer(time.monotonic() + 1.0)
