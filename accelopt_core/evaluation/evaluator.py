@@ -104,9 +104,9 @@ class Evaluator:
         ``timing_round``: a round of a re-timing (:meth:`time_again`): seed 1 only and no
         derived inputs, whatever ``derived_inputs`` says."""
         ev = self.settings.evaluation
-        seeds = [1] if timing_round else list(range(1, ev.seeds + 1))
+        seeds = list(range(1, ev.seeds + 1))
         if timing_round:
-            derived_inputs = []
+            seeds, derived_inputs = seeds[:1], []
         project = context.request_fields() if context is not None else {}
         harness = original_source
         if context is not None and context.harness_source is not None:

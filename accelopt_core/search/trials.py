@@ -136,10 +136,13 @@ class Trials:
         self._events.emit(CandidateEvaluated(cand))
         return cand
 
-    async def evaluate_again(self, cand: Candidate) -> EvalResult:
+    async def evaluate_again(self, cand: Candidate, *, timing_round: bool = False) -> EvalResult:
         """A second, independent evaluation of ``cand`` in a fresh process (cache bypassed);
-        ``cand`` itself is left as it is."""
-        result = await self._evaluator.retime(
+        ``cand`` itself is left as it is. ``timing_round``: a round of the re-timing
+        (:attr:`~accelopt_core.evaluation.evaluator.Evaluator.time_again`: correctness checked
+        again on seed 1 of each shape and on the timed repetitions only)."""
+        again = self._evaluator.time_again if timing_round else self._evaluator.retime
+        result = await again(
             self._original.source, cand.source, self._entry, tree=cand.tree, **self._where
         )
         self._tally.evaluated += 1
@@ -149,25 +152,15 @@ class Trials:
         self, parent: Candidate, child: Candidate
     ) -> tuple[EvalResult, EvalResult]:
         """One A/B round of the interleaved re-timing: ``parent`` then ``child``, each in a
-        fresh evaluation (cache bypassed, :meth:`time_again`), the child's started only once the parent's ended,
-        so both run back to back under the same load. Returns ``(parent's, child's)``.
+        fresh evaluation (cache bypassed; a timing round of :meth:`evaluate_again`), the child's
+        started only once the parent's ended, so both run back to back under the same load.
+        Returns ``(parent's, child's)``.
 
         A slot of the target's pool is not pinned across the pair (the target takes one per
         evaluation), so on a target with several slots the two may run in different slots."""
-        first = await self.time_again(parent)
-        second = await self.time_again(child)
+        first = await self.evaluate_again(parent, timing_round=True)
+        second = await self.evaluate_again(child, timing_round=True)
         return first, second
-
-    async def time_again(self, cand: Candidate) -> EvalResult:
-        """One re-timing round's evaluation of ``cand`` in a fresh process (cache bypassed;
-        :attr:`~accelopt_core.evaluation.evaluator.Evaluator.time_again`: correctness checked
-        again on seed 1 of each shape and on the timed repetitions only); ``cand`` itself is
-        left as it is."""
-        result = await self._evaluator.time_again(
-            self._original.source, cand.source, self._entry, tree=cand.tree, **self._where
-        )
-        self._tally.evaluated += 1
-        return result
 
     def speedup_of(self, result: EvalResult) -> float | None:
         """Baseline latency / ``result``'s latency (None unless both are ok and timed)."""

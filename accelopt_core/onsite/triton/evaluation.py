@@ -294,19 +294,17 @@ def _run(
             raise _StageStop
         _check_seed(seed, ref, cand, stack, errors, seed == first)
 
-    stopped = False
     for shape in ref.shapes or [None]:
         ref.shape = shape
-        if stopped:  # only the first call of each specialization: its own compile error
+        if _stage_failure(stage) is not None:  # only each specialization's first call
             _check_seed(first, ref, cand, stack, {}, True)
             continue
         try:
             derived = derived_checks.derived_seeds(listed, shape)
             results.append(correct_on_seeds(req, check_seed, derived))
         except _StageStop:
-            stopped = True
-    if stopped:
-        _stop_on_stage_failure(stage)
+            pass
+    _stop_on_stage_failure(stage)  # no derived input nor timing for a kernel the GPU refuses
     clock.mark("correctness")
     result = add_sizes(shapes.merge_checks(results, ref.shapes), ref.sizes)
     if cand.kernels:  # which kernels the entry launched, and for how long (interpreter)
@@ -314,7 +312,6 @@ def _run(
     if ref.backward:
         result["message"] += " (forward + backward: input gradients checked and timed)"
     result.update(stack.env)
-    _stop_on_stage_failure(stage)  # before the derived inputs' calls too
     check = _derived_check(ref, cand, stack)
     t0 = time.perf_counter()
     if isinstance(listed, list):  # a candidate: the baseline's usable derived inputs, untimed
