@@ -77,10 +77,18 @@ class Recorder:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def describe(jit_fn, constants: dict, num_warps: int, num_stages: int) -> str:
+def describe(
+    jit_fn,
+    constants: dict,
+    num_warps: int,
+    num_stages: int,
+    num_ctas: int = 1,
+    maxnreg: int | None = None,
+) -> str:
     """``BLOCK_SIZE=64, num_warps=4, num_stages=3``: the constexpr parameters of ``jit_fn``
     (a ``JITFunction``) in ``constants`` (keyed by argument path ``(i,)`` or name), then the
-    options."""
+    options: ``num_ctas`` when not 1 and ``maxnreg`` (registers per thread, ptxas
+    ``--maxrregcount``) when set, as :func:`..contestant.autotune.describe` names them."""
     names = getattr(jit_fn, "arg_names", [])
     params = getattr(jit_fn, "params", [])
     parts = []
@@ -92,7 +100,12 @@ def describe(jit_fn, constants: dict, num_warps: int, num_stages: int) -> str:
             continue
         value = getattr(value, "value", value)
         parts.append(f"{names[index]}={value}")
-    return ", ".join([*parts, f"num_warps={num_warps}", f"num_stages={num_stages}"])
+    parts += [f"num_warps={num_warps}", f"num_stages={num_stages}"]
+    if num_ctas != 1:
+        parts.append(f"num_ctas={num_ctas}")
+    if maxnreg is not None:
+        parts.append(f"maxnreg={maxnreg}")
+    return ", ".join(parts)
 
 
 class _Function:
@@ -198,7 +211,12 @@ def _launcher_class(device: Device, recorder: Recorder):
         def __init__(self, src, metadata) -> None:
             self.src, self.metadata = src, metadata
             self.config = describe(
-                src.fn, getattr(src, "constants", {}), metadata.num_warps, metadata.num_stages
+                src.fn,
+                getattr(src, "constants", {}),
+                metadata.num_warps,
+                metadata.num_stages,
+                getattr(metadata, "num_ctas", 1),
+                getattr(metadata, "maxnreg", None),
             )
             recorder.current = (metadata.name, self.config)
 
