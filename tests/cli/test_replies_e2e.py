@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -138,18 +140,24 @@ def faults_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     Every answer the double completes bills 100 + 10 tokens; the one that comes too late
     would bill 100,000."""
     env = cli_env_at(tmp_path_factory.mktemp("faults"))
+    # The two planner calls run at once. The faults go to first sends, whichever call sends
+    # first, and never to a trimmed resend: served in arrival order, the 429 landed on the
+    # trimmed resend whenever it came before the other call's first send.
+    faults = deque([context_length(4096, 9000), rate_limited(1)])
+    plans = deque(["Title: wider blocks\nWiden.", "Title: more warps\nWarps."])
+    lock = threading.Lock()
 
     def script(req: RecordedRequest) -> Any:
         if req.role == "fixer":
             return text(STYLES["whole_module"], **TOKENS)
+        if req.role == "planner":
+            with lock:
+                if faults and LEFT_OUT not in req.system + req.user:
+                    return faults.popleft()
+                return text(plans.popleft() if plans else RULE, **TOKENS)
         return text(RULE, **TOKENS)
 
     with LLMDouble(script=script) as double:
-        double.queue(
-            context_length(4096, 9000), rate_limited(1),
-            text("Title: wider blocks\nWiden.", **TOKENS), text("Title: more warps\nWarps.", **TOKENS),
-            role="planner",
-        )  # fmt: skip
         double.queue(
             status(503), delay(8, text("late", prompt_tokens=100_000)),
             text(STYLES["search_replace"], **TOKENS), text(STYLES["kernel_only"], **TOKENS),
