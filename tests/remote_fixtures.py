@@ -201,22 +201,47 @@ def process_tree(root: int) -> list[int]:
     return out
 
 
+#: (pid, start time) -> the environment credited to a process whose own cannot be read
+#: (:func:`processes_matching`).
+_CREDITED: dict[tuple[int, int], bytes] = {}
+
+
 def processes_matching(*markers: str) -> list[int]:
     """PIDs of live processes whose command line or environment mentions every one of
-    ``markers`` (used to check that no candidate survives). Zombies are ignored."""
-    pids = []
+    ``markers`` (used to check that no candidate survives). Zombies are ignored.
+
+    Not as root, the environment of a non-dumpable process (the warm worker's zygote, and the
+    supervisors and candidates it forks) cannot be read. Such a process is credited with the
+    environment of its nearest readable ancestor, which it inherited (forks; the allowlisted
+    environment keeps ``ACCELOPT_*``), and keeps it once seen, even after it is orphaned."""
+    procs: dict[int, tuple[int, int, bytes, bytes | None]] = {}  # pid: ppid, start, cmd, env
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            status = (entry / "stat").read_text()
-            if status.rsplit(")", 1)[1].split()[0] == "Z":
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
                 continue
-            blob = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
-        except OSError:
+            cmdline = (entry / "cmdline").read_bytes()
+            try:
+                env: bytes | None = (entry / "environ").read_bytes()
+            except PermissionError:
+                env = None
+            procs[int(entry.name)] = (int(fields[1]), int(fields[19]), cmdline, env)
+        except (OSError, IndexError, ValueError):
             continue
-        if all(m.encode() in blob for m in markers):
-            pids.append(int(entry.name))
+    pids = []
+    for pid, (ppid, start, cmdline, env) in procs.items():
+        if env is None:
+            env = _CREDITED.get((pid, start))
+            up = ppid
+            while env is None and up in procs:
+                env, up = procs[up][3], procs[up][0]
+            if env is None:
+                continue
+            _CREDITED[(pid, start)] = env
+        if all(m.encode() in cmdline + env for m in markers):
+            pids.append(pid)
     return pids
 
 
