@@ -164,6 +164,32 @@ def test_a_setting_that_names_no_variable_is_replaced_by_the_default() -> None:
     assert "rm -rf" in issues[0].message
 
 
+def test_the_compile_caches_move_to_a_private_temporary_root_when_home_is_unusable(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # no directory can be made beneath a file, not even by root
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"XDG_CACHE_HOME": str(blocker / "cache"), "TMPDIR": str(tmp)}
+    caches = environment.compile_caches(env)
+    root = tmp / f"accelopt-compile-{os.getuid()}"
+    assert caches["TRITON_CACHE_DIR"] == str(root / "triton")
+    assert caches["CUDA_CACHE_PATH"] == str(root / "cuda")
+    assert root.is_dir() and root.stat().st_mode & 0o777 == 0o700
+    # a variable the user set stays as set; a usable cache home is used
+    assert environment.compile_caches(dict(env, TRITON_CACHE_DIR="/mine"))["TRITON_CACHE_DIR"] == (
+        "/mine"
+    )
+    usable = environment.compile_caches({"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert usable["TRITON_CACHE_DIR"] == str(tmp_path / "xdg" / "accelopt" / "compile" / "triton")
+    # a fallback root others can enter (someone made it first, to plant entries) is not used
+    root.chmod(0o755)
+    elsewhere = Path(environment.compile_caches(env)["TRITON_CACHE_DIR"]).parent
+    assert elsewhere != root and elsewhere.name.startswith("accelopt-compile-")
+    assert elsewhere.stat().st_mode & 0o777 == 0o700
+
+
 # --- Landlock -------------------------------------------------------------------------------
 
 

@@ -119,9 +119,49 @@ def cache_root(environ: Mapping[str, str]) -> str:
 def compile_caches(environ: Mapping[str, str]) -> dict[str, str]:
     """``{variable: value}`` of the compiler caches (:data:`CACHE_VARS`): a variable the user
     set is kept, the others point into :func:`cache_root` (Triton's own default, ``~/.triton``,
-    would be the scratch directory once ``HOME`` points there)."""
+    would be the scratch directory once ``HOME`` points there), or into :func:`fallback_root`
+    when that cannot be made or written (a read-only ``HOME``). Without the fallback every
+    kernel's compile failed with the cache's ``Permission denied``, a verdict on the candidate
+    for the machine's fault."""
+    missing = [var for var in CACHE_VARS if not environ.get(var)]
     root = cache_root(environ)
+    if missing and not _writable_dir(root):
+        root = fallback_root(environ)
     return {var: environ.get(var) or os.path.join(root, sub) for var, sub in CACHE_VARS.items()}
+
+
+def _writable_dir(path: str) -> bool:
+    """``path`` is a directory this process could make (mode 0700) and can write."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def fallback_root(environ: Mapping[str, str]) -> str:
+    """The compiler caches' root when :func:`cache_root` is unusable:
+    ``$TMPDIR/accelopt-compile-<uid>`` (default ``/tmp``), kept between evaluations until the
+    temporary directory is cleaned. It must be this user's own directory, mode 0700 and not a
+    link (in a shared ``/tmp`` another user could have made it to plant cache entries);
+    otherwise a new private directory (no cache between processes)."""
+    import stat
+    import tempfile
+
+    tmp = environ.get("TMPDIR") or "/tmp"
+    path = os.path.join(tmp, f"accelopt-compile-{os.getuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+        if (
+            stat.S_ISDIR(info.st_mode)
+            and info.st_uid == os.getuid()
+            and stat.S_IMODE(info.st_mode) & 0o077 == 0
+        ):
+            return path
+    except OSError:
+        pass
+    return tempfile.mkdtemp(prefix="accelopt-compile-")
 
 
 def cache_dirs(caches: Mapping[str, str]) -> list[str]:

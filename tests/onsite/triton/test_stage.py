@@ -4,6 +4,7 @@ sm_90 facts, spills are a warning, and a failing autotune config is a failure of
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -118,3 +119,23 @@ def test_a_failure_on_a_later_shape_only_is_that_failure(results) -> None:
     assert result.status == "incorrect", result.message
     assert "threads per block 2,048 > 1,024" in result.message
     assert "BLOCK_SIZE=16, num_warps=64" in result.message and result.line is not None
+
+
+def test_an_unusable_cache_home_is_no_compile_failure(tmp_path) -> None:
+    """A read-only or broken ``HOME`` (here: a cache home beneath a file, which not even root
+    can make) moves the compile caches to a private temporary root: the baseline still
+    compiles for sm_90, instead of failing on the cache's ``Permission denied``."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_CACHE_DIR"}
+    env.update(XDG_CACHE_HOME=str(blocker / "cache"), TMPDIR=str(tmp_path / "tmp"))
+    runner = WarmRunner(env=env)
+    try:
+        result = runner.run(_request(SOFTMAX, SOFTMAX, "softmax"))
+    finally:
+        assert runner.close() == 0
+    assert result.ok, result.message
+    assert result.metrics["gpu"]["kernels"][0]["kernel"] == "softmax_kernel"
+    fallback = tmp_path / "tmp" / f"accelopt-compile-{os.getuid()}" / "triton"
+    assert any(fallback.iterdir())  # the compiled kernels were cached there
