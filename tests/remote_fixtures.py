@@ -79,6 +79,15 @@ def wait_port(port: int, timeout_s: float = 10.0) -> bool:
     return False
 
 
+def _session_cache() -> list[str]:
+    """``SetEnv XDG_CACHE_HOME=...`` of the test session (tests/hermetic.py), for sshd's
+    sessions: sshd gives them the login user's HOME from the password database, and the
+    remote side's compile caches would go to that user's real ``~/.cache`` (and fail on a
+    read-only one). Nothing outside a session that set it."""
+    cache = os.environ.get("XDG_CACHE_HOME")
+    return [f"SetEnv XDG_CACHE_HOME={cache}"] if cache and " " not in cache else []
+
+
 @dataclass
 class LoopbackSSHD:
     """One OpenSSH server on 127.0.0.1 with throwaway keys under ``root``.
@@ -132,6 +141,7 @@ class LoopbackSSHD:
                     "MaxSessions 32",
                     "MaxStartups 32",
                     "LogLevel ERROR",
+                    *_session_cache(),
                     "",
                 ]
             )
