@@ -1,6 +1,7 @@
 """The compile stage inside a real evaluation (warm workers, issue 21): each way a candidate
-fails on an H100 is ``incorrect`` with its reason and line, a legitimate retiling passes with
-sm_90 facts, spills are a warning, and a failing autotune config is a failure of that config."""
+fails on an H100 is ``incorrect`` with its reason and line (also when only a later shape shows
+it), a legitimate retiling passes with sm_90 facts, spills are a warning, a failing autotune
+config is a failure of that config, and an unusable cache home is no compile failure."""
 
 from __future__ import annotations
 
