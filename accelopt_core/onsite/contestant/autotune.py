@@ -145,14 +145,24 @@ def pin(module: Any, index: int) -> None:
 
 def describe(config: Any) -> str:
     """``triton.Config`` as ``BLOCK_SIZE=128, num_warps=4, num_stages=3`` (its kwargs, then
-    ``num_warps`` and ``num_stages``, then ``num_ctas`` when not 1 and ``maxnreg`` when set)."""
+    its :func:`option_parts`)."""
     parts = [f"{k}={v}" for k, v in config.kwargs.items()]
-    parts += [f"num_warps={config.num_warps}", f"num_stages={config.num_stages}"]
-    if config.num_ctas not in (None, 1):
-        parts.append(f"num_ctas={config.num_ctas}")
-    if config.maxnreg is not None:
-        parts.append(f"maxnreg={config.maxnreg}")
-    return ", ".join(parts)
+    opts = option_parts(config.num_warps, config.num_stages, config.num_ctas, config.maxnreg)
+    return ", ".join(parts + opts)
+
+
+def option_parts(
+    num_warps: int, num_stages: int, num_ctas: int | None = 1, maxnreg: int | None = None
+) -> list[str]:
+    """A kernel's compile options as configs are named here (:func:`describe`, and the compile
+    stage's launches): ``num_warps=4``, ``num_stages=3``, then ``num_ctas`` when not 1 and
+    ``maxnreg`` (registers per thread, ptxas ``--maxrregcount``) when set."""
+    parts = [f"num_warps={num_warps}", f"num_stages={num_stages}"]
+    if num_ctas not in (None, 1):
+        parts.append(f"num_ctas={num_ctas}")
+    if maxnreg is not None:
+        parts.append(f"maxnreg={maxnreg}")
+    return parts
 
 
 def _interpreter_note(tuner: Any, used: Any) -> str:

@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contestant.autotune import option_parts
 from .devices import MAX_GRID, Device
 from .occupancy import max_threads_per_block
 
@@ -87,8 +88,7 @@ def describe(
 ) -> str:
     """``BLOCK_SIZE=64, num_warps=4, num_stages=3``: the constexpr parameters of ``jit_fn``
     (a ``JITFunction``) in ``constants`` (keyed by argument path ``(i,)`` or name), then the
-    options: ``num_ctas`` when not 1 and ``maxnreg`` (registers per thread, ptxas
-    ``--maxrregcount``) when set, as :func:`..contestant.autotune.describe` names them."""
+    options as an autotune config names them (:func:`..contestant.autotune.option_parts`)."""
     names = getattr(jit_fn, "arg_names", [])
     params = getattr(jit_fn, "params", [])
     parts = []
@@ -100,12 +100,7 @@ def describe(
             continue
         value = getattr(value, "value", value)
         parts.append(f"{names[index]}={value}")
-    parts += [f"num_warps={num_warps}", f"num_stages={num_stages}"]
-    if num_ctas != 1:
-        parts.append(f"num_ctas={num_ctas}")
-    if maxnreg is not None:
-        parts.append(f"maxnreg={maxnreg}")
-    return ", ".join(parts)
+    return ", ".join(parts + option_parts(num_warps, num_stages, num_ctas, maxnreg))
 
 
 class _Function:
