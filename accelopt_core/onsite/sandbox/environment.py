@@ -123,9 +123,8 @@ def compile_caches(environ: Mapping[str, str]) -> dict[str, str]:
     when that cannot be made or written (a read-only ``HOME``). Without the fallback every
     kernel's compile failed with the cache's ``Permission denied``, a verdict on the candidate
     for the machine's fault."""
-    missing = [var for var in CACHE_VARS if not environ.get(var)]
     root = cache_root(environ)
-    if missing and not _writable_dir(root):
+    if not all(environ.get(var) for var in CACHE_VARS) and not _writable_dir(root):
         root = fallback_root(environ)
     return {var: environ.get(var) or os.path.join(root, sub) for var, sub in CACHE_VARS.items()}
 
