@@ -44,8 +44,9 @@ HARNESS_VERSION = "1"
 #: ``contestant/interp_overhead.py``: an interpreter latency is 1.2-5x below a cached one of
 #: the same kernel, and must not be ranked beside it); "9" (the candidate and reference
 #: processes open no Unix sockets: a cached ``ok`` of a candidate that reached one must not
-#: stand).
-JUDGE_VERSION = "9"
+#: stand); "10" (the interpreter's ``_get_np_dtype`` answers from memory: interpreter
+#: latencies about a tenth below a cached one of the same kernel, not to be ranked beside it).
+JUDGE_VERSION = "10"
 
 #: Prefix of the worker's one result line, the last line of its stdout.
 SENTINEL = "@@ACCELOPT_RESULT@@ "

@@ -98,7 +98,10 @@ def test_older_judged_and_remove_many(mem: OptimizationMemory) -> None:
     new = mem.add(softmax_exp(title="current judge"))
     assert [e.id for e in mem.older_judged(JUDGE_VERSION)] == [old.id]
     assert mem.older_judged("1") == []
-    assert [e.id for e in mem.older_judged("10")] == [new.id, old.id]  # "10" > "2" numerically
+    newer = str(int(JUDGE_VERSION) + 1)
+    assert [e.id for e in mem.older_judged(newer)] == [new.id, old.id]
+    # compared as numbers, not as text: the current judge ("10" or later) is not below "9"
+    assert int(JUDGE_VERSION) >= 10 and [e.id for e in mem.older_judged("9")] == [old.id]
     assert mem.remove_many([old.id, "0" * 16]) == 1
     assert [e.id for e in mem.all()] == [new.id]
 

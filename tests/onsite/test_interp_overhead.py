@@ -3,7 +3,8 @@
 
 One subprocess under ``TRITON_INTERPRET=1`` (a fresh Triton, whose interpreter state the
 patches change for good) runs the same kernels before and after
-``LaunchCounter.install()``, with Triton's ``_patch_lang`` counted underneath.
+``LaunchCounter.install()``, with Triton's ``_patch_lang`` and ``_get_np_dtype`` counted
+underneath.
 """
 
 from __future__ import annotations
@@ -76,16 +77,23 @@ SCRIPT = textwrap.dedent(
         passes[0] += 1
         return original(fn)
     ti._patch_lang = counted
+    dtype_calls = [0]
+    original_dtype = ti._get_np_dtype
+    def counted_dtype(tt):
+        dtype_calls[0] += 1
+        return original_dtype(tt)
+    ti._get_np_dtype = counted_dtype
 
     mod = load_module("accelopt_test_interp_kernels", sys.argv[1], "<kernels>")
     x = torch.randn(8, 50, generator=torch.Generator().manual_seed(3))
 
     def run():
-        passes[0] = 0
+        passes[0] = dtype_calls[0] = 0
         y = mod.softmax(x)
-        softmax_passes = passes[0]
+        softmax_passes, softmax_dtypes = passes[0], dtype_calls[0]
         w = mod.wrap(70000, 70000, 4)
         return {"softmax": y.tolist(), "softmax_passes": softmax_passes,
+                "softmax_dtype_calls": softmax_dtypes,
                 "wrap": w.tolist(), "sanitize": ti.interpreter_builder.options.sanitize_overflow}
 
     before = run()
@@ -129,6 +137,39 @@ def test_overflow_check_is_off_and_helpers_do_not_patch_again(record: dict) -> N
     # Installed: the launch's pass over tl, one pass over tl.core for the standard library's
     # helpers; scale_row and every later program patch nothing new
     assert after["softmax_passes"] == again["softmax_passes"] == 2
+
+
+def test_the_dtype_table_is_asked_once_per_type(record: dict) -> None:
+    before, after, again = record["before"], record["after"], record["again"]
+    # Triton alone: every splat, load and reduction of each of the 8 programs asks
+    assert before["softmax_dtype_calls"] >= 8 * 5
+    # Installed: only types not seen before reach Triton's function (float32 and int32 here,
+    # asked in the first launch after install); a second launch asks nothing
+    assert 0 < after["softmax_dtype_calls"] <= 3
+    assert again["softmax_dtype_calls"] == 0
+
+
+def test_the_remembered_dtype_is_tritons_for_every_type() -> None:
+    import triton.language as tl
+    from triton.runtime import interpreter as ti
+
+    from accelopt_core.onsite.contestant.interp_overhead import _remembering_np_dtype
+
+    triton_own = getattr(ti._get_np_dtype, "__wrapped__", ti._get_np_dtype)
+    remembered = _remembering_np_dtype(triton_own, tl)
+    scalars = [tl.int1, tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.float8e5]
+    scalars += [tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32, tl.uint32, tl.int64, tl.uint64]
+    types = scalars + [tl.pointer_type(tl.float32), tl.pointer_type(tl.pointer_type(tl.int8))]
+    types += [tl.block_type(t, [4, 8]) for t in scalars]
+    types += [tl.block_type(tl.pointer_type(tl.float16), [16])]
+    for _ in range(2):  # the first round fills the memory, the second reads it
+        for t in types:
+            assert remembered(t) == triton_own(t), t
+    assert remembered(tl.block_type(tl.uint16, [2])) is remembered(tl.uint16)
+    with pytest.raises(KeyError):  # a type Triton's table does not have, then as now
+        remembered(tl.void)
+    with pytest.raises(KeyError):
+        remembered(tl.block_type(tl.void, [2]))
 
 
 def test_a_triton_without_the_internals_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:

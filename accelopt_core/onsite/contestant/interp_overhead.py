@@ -1,4 +1,4 @@
-"""Two costs of the Triton CPU interpreter that change no result, removed in our processes.
+"""Three costs of the Triton CPU interpreter that change no result, removed in our processes.
 
 Read in Triton 3.9's ``triton/runtime/interpreter.py`` and ``triton/language/semantic.py``:
 
@@ -18,16 +18,24 @@ Read in Triton 3.9's ``triton/runtime/interpreter.py`` and ``triton/language/sem
   time), so once a launch has patched a module (``tl``, or ``tl.core`` for the standard
   library), a later pass over it in the same launch changes nothing, and we skip it. The first
   pass over each module in each launch is Triton's own.
+- **A table built again for every value.** ``_get_np_dtype`` (Triton type -> NumPy dtype,
+  called for every splat, load, cast and reduction of every program) builds its 19-entry dict
+  on each call: about a tenth of a softmax's interpreter time under py-spy (2026-11-28). We
+  put a lookup in front of it that keeps each answer (:func:`_remembering_np_dtype`): a block
+  type is looked up by its element type, a pointer is ``uint64``, as in Triton's own body,
+  and any other type is asked of Triton's function once and its answer kept, keyed by the
+  type as Triton's dict is (by equality), so a type Triton does not know still raises its
+  ``KeyError``.
 
 Measured on the five examples (``benchmarks/interpreter_overhead.py``, figures in
 ``benchmarks/README.md``). On the GPU path nothing here runs. A Triton without these internals
-(``_patch_lang``, ``interpreter_builder``, ``sanitize_overflow``) is left as it is.
+(``_patch_lang``, ``interpreter_builder``, ``sanitize_overflow``, ``_get_np_dtype``) is left as
+it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -57,13 +65,38 @@ class _Unchanged:
         return None
 
 
-def _lang_ids(fn: Any, lang_modules: tuple[Any, ...]) -> frozenset[int]:
+def _lang_ids(fn: Any, lang_ids: frozenset[int]) -> frozenset[int]:
     """Ids of the ``triton.language`` modules in ``fn.__globals__``, as ``_patch_lang`` picks
-    them (``tl`` and ``tl.core`` under any name)."""
+    them (``tl`` and ``tl.core`` under any name); ``lang_ids`` holds their ``id``s (the modules
+    live as long as the process, so an id names one of them)."""
     glob = getattr(fn, "__globals__", None) or {}
-    return frozenset(
-        id(v) for v in glob.values() if inspect.ismodule(v) and any(v is m for m in lang_modules)
-    )
+    return frozenset(i for i in map(id, glob.values()) if i in lang_ids)
+
+
+def _remembering_np_dtype(original: Any, tl: Any) -> Any:
+    """``_get_np_dtype`` that computes each answer once: ``original`` is Triton's function,
+    ``tl`` ``triton.language``. A pointer type, or a block of pointers, gives ``uint64``; a
+    block type gives its element type's answer; any other type ``original``'s, kept in a dict
+    keyed by the type (equality and hash, as Triton's own table). Raises what ``original``
+    raises for a type it does not know (nothing is kept then)."""
+    known: dict[Any, Any] = {}
+    pointer, block = tl.pointer_type, tl.block_type
+    uint64 = original(pointer(tl.int8))
+
+    def _get_np_dtype(tt_dtype: Any) -> Any:
+        if isinstance(tt_dtype, block):
+            tt_dtype = tt_dtype.element_ty
+        if isinstance(tt_dtype, pointer):
+            return uint64
+        try:
+            return known[tt_dtype]
+        except KeyError:
+            answer = known[tt_dtype] = original(tt_dtype)
+            return answer
+
+    setattr(_get_np_dtype, _MARK, True)
+    _get_np_dtype.__wrapped__ = original
+    return _get_np_dtype
 
 
 def install() -> bool:
@@ -88,18 +121,25 @@ def install() -> bool:
         except Exception:  # noqa: BLE001 - an options class we do not know: keep Triton's
             pass
 
+    np_dtype = getattr(ti, "_get_np_dtype", None)
+    if callable(np_dtype) and not getattr(np_dtype, _MARK, False):
+        try:
+            ti._get_np_dtype = _remembering_np_dtype(np_dtype, tl)
+        except Exception:  # noqa: BLE001 - a Triton whose types we do not know: keep its own
+            pass
+
     original = getattr(ti, "_patch_lang", None)
     if original is None:
         return False
     if getattr(original, _MARK, False):
         return True
-    lang_modules = (tl, getattr(tl, "core", tl))
+    lang_ids = frozenset({id(tl), id(getattr(tl, "core", tl))})
     state = _span()
 
     def _patch_lang(fn: Any) -> Any:
         if not state["launch"]:
             return original(fn)
-        langs = _lang_ids(fn, lang_modules)
+        langs = _lang_ids(fn, lang_ids)
         patched = state["patched"]
         if patched is not None and langs <= patched:  # a helper's pass, nothing new to patch
             return _Unchanged()
