@@ -143,8 +143,9 @@ def by_test(
         return None
 
     sums: dict[str, float] = defaultdict(float)
+    pytest = _pytest_pids(processes) | set(clock)
     for p in processes:
-        if p.pid in clock:
+        if p.pid in pytest:
             continue
         owner, hops = p, 0
         while owner is not None and owner.ppid not in clock and hops < 64:
