@@ -71,18 +71,15 @@ SCRIPT = textwrap.dedent(
     from accelopt_core.onsite.contestant.launches import LaunchCounter
     from accelopt_core.onsite.runtime.loading import load_module
 
-    passes = [0]
-    original = ti._patch_lang
-    def counted(fn):
-        passes[0] += 1
-        return original(fn)
-    ti._patch_lang = counted
-    dtype_calls = [0]
-    original_dtype = ti._get_np_dtype
-    def counted_dtype(tt):
-        dtype_calls[0] += 1
-        return original_dtype(tt)
-    ti._get_np_dtype = counted_dtype
+    def counting(name):  # count the calls of Triton's ti.<name> from here on (a 1-list)
+        calls, original = [0], getattr(ti, name)
+        def counted(arg):
+            calls[0] += 1
+            return original(arg)
+        setattr(ti, name, counted)
+        return calls
+
+    passes, dtype_calls = counting("_patch_lang"), counting("_get_np_dtype")
 
     mod = load_module("accelopt_test_interp_kernels", sys.argv[1], "<kernels>")
     x = torch.randn(8, 50, generator=torch.Generator().manual_seed(3))
