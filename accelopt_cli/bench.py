@@ -29,8 +29,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from accelopt_cli.render_table import Col, print_table
 from accelopt_core.settings import Settings
 
 __all__ = ["BENCH_COMMANDS", "COLUMNS", "add_bench_parser", "run_bench_command"]
@@ -41,6 +41,11 @@ COLUMNS = (
     "verdict", "wall_s", "cost_usd", "tokens", "timing", "sizes", "written", "resumed",
 )  # fmt: skip
 _STATE_VERSION = 1
+#: The columns of the human table (names never wrap; the verdict and the time may).
+TABLE_COLUMNS = (
+    Col("definition"), Col("solution"), Col("baseline (ms)"), Col("best (ms)"), Col("speedup"),
+    Col("% of peak"), Col("verdict", wrap=True), Col("time (s)", wrap=True), Col("cost ($)"),
+)  # fmt: skip
 
 
 def add_bench_parser(
@@ -288,24 +293,24 @@ def _emit(args: argparse.Namespace, out: Console, err: Console, root: Path, rows
     if args.json:
         print(json.dumps({"root": str(root), "rows": rows}, indent=2))
         return
-    table = Table(title=f"FlashInfer-Bench: {root.name}")
-    for title in ("definition", "solution", "baseline (ms)", "best (ms)", "speedup",
-                  "% of peak", "verdict", "time (s)", "cost ($)"):  # fmt: skip
-        table.add_column(title)
-    for r in rows:
-        table.add_row(
-            r["definition"], _cell(r["solution"]), _cell(r["baseline_ms"], "{:.4g}"),
-            _cell(r["best_ms"], "{:.4g}"), _cell(r["speedup"], "{:.2f}x"),
-            _cell(r["pct_of_peak"], "{:.1f}"), escape(str(r["verdict"])),
+    table_rows = [
+        [
+            escape(str(r["definition"])), escape(_cell(r["solution"])),
+            _cell(r["baseline_ms"], "{:.4g}"), _cell(r["best_ms"], "{:.4g}"),
+            _cell(r["speedup"], "{:.2f}x"), _cell(r["pct_of_peak"], "{:.1f}"),
+            escape(str(r["verdict"])),
             _cell(r["wall_s"], "{:.0f}") + (" (earlier)" if r.get("resumed") else ""),
             _cell(r["cost_usd"], "{:.4f}"),
-        )  # fmt: skip
-    out.print(table)
+        ]
+        for r in rows
+    ]  # fmt: skip
+    print_table(out, f"FlashInfer-Bench: {escape(root.name)}", TABLE_COLUMNS, table_rows)
     for r in rows:
         sizes = r.get("sizes") or {}
         if sizes:
             pairs = ", ".join(f"{k} {v[0]}\u2192{v[1]}" for k, v in sizes.items())
-            out.print(f"{r['definition']}: sizes scaled for the CPU interpreter: {pairs}")
+            line = f"{r['definition']}: sizes scaled for the CPU interpreter: {pairs}"
+            out.print(escape(line), soft_wrap=True)
     if any(r.get("timing") == "interpreter" for r in rows):
         out.print("timed under the Triton interpreter on CPU: these latencies say nothing about "
                   "GPU speed, and % of peak is not computed")  # fmt: skip

@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from accelopt_cli import render
 from accelopt_cli.kernel_args import choose_kernel, load_kernel
+from accelopt_cli.render_table import print_heading
 from accelopt_core import devicefacts
 from accelopt_core.configfiles import file_layers, find_project_file, resolve
 from accelopt_core.kernelfile import KernelFile
@@ -99,7 +100,7 @@ async def profile_paths(
     objects = []
     for f in files:
         if several and not args.json:
-            out.rule(escape(f.path), align="left")
+            print_heading(out, f.path)
         said = f.said()
         if said:
             err.print(said, end="", markup=False, highlight=False)

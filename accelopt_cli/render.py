@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from accelopt_cli.render_device import (
     checked_lines,
@@ -28,6 +29,7 @@ from accelopt_cli.render_device import (
     ranking_needs_timing,
     result_warnings,
 )
+from accelopt_cli.render_table import Col, print_table
 from accelopt_core import devicefacts
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.memory import Experience, timing_label
@@ -107,24 +109,31 @@ def live_progress(progress: SearchProgress, err: Console) -> Live:
     return Live(progress, console=err, refresh_per_second=4, transient=False)
 
 
-def candidates_table(report: Any) -> Table:
-    """The ranked verified candidates of a search report: rank, speedup, latency (ms), % of
-    peak, plan, tokens and the iteration that found each."""
-    table = Table(title=f"{report.kernel_name}: verified improvements ({report.timing} timing)")
-    for col in ("rank", "speedup", "latency (ms)", "% of peak", "plan", "tokens", "iter"):
-        table.add_column(col, justify="right" if col not in ("plan",) else "left")
+#: The columns of the verified candidates (:func:`candidate_rows`); only the plan wraps.
+CANDIDATE_COLUMNS = (
+    Col("rank", "right"), Col("speedup", "right"), Col("latency (ms)", "right"),
+    Col("% of peak", "right"), Col("plan", wrap=True), Col("tokens", "right"),
+    Col("iter", "right"),
+)  # fmt: skip
+
+
+def candidate_rows(report: Any) -> list[list[str]]:
+    """The ranked verified candidates of a search report, one row of :data:`CANDIDATE_COLUMNS`
+    each: rank, speedup, latency (ms), % of peak, plan, tokens and the iteration that found
+    it."""
+    rows = []
     for c in report.candidates:
         pct = f"{c.result.pct_of_peak:.0f}%" if c.result.pct_of_peak is not None else "-"
-        table.add_row(
+        rows.append([
             str(c.rank),
             f"{c.speedup:.2f}x" if c.speedup else "-",
             f"{c.latency_ms:.4g}" if c.latency_ms else "-",
             pct,
-            c.plan_title,
+            escape(c.plan_title),
             str(c.tokens),
             str(c.iteration),
-        )
-    return table
+        ])  # fmt: skip
+    return rows
 
 
 def _search_totals(report: Any) -> str:
@@ -144,8 +153,12 @@ def print_search_report(
     """The human form of ``accelopt optimize``'s result: where it ran, the baseline, the
     candidates table, the totals line, warnings, and the best candidate's diff against ``kf``
     (the file at ``path``)."""
-    out.print(f"[bold]{kf.path}[/] :: {kernel} on {report.target} ({report.proposer} proposer)")
-    out.print(f"baseline: {report.baseline.result.summary()}")
+    out.print(
+        f"[bold]{escape(kf.path)}[/] :: {escape(kernel)} on {escape(report.target)} "
+        f"({report.proposer} proposer)",
+        soft_wrap=True,
+    )
+    out.print(f"baseline: {escape(report.baseline.result.summary())}", soft_wrap=True)
     base = report.baseline.result.metrics
     for line in checked_lines(base):
         out.print(escape(line), highlight=False)
@@ -154,10 +167,11 @@ def print_search_report(
             out.print(escape(line), highlight=False, soft_wrap=True)
         out.print(f"[yellow]{escape(ranking_needs_timing(base))}[/]", soft_wrap=True)
     if report.candidates:
-        out.print(candidates_table(report))
+        title = f"{escape(report.kernel_name)}: verified improvements ({report.timing} timing)"
+        print_table(out, title, CANDIDATE_COLUMNS, candidate_rows(report))
     else:
         out.print("no verified improvement found")
-    out.print(_search_totals(report))
+    out.print(_search_totals(report), soft_wrap=True)
     if report.timing in HOST_TIMING_NOTES:
         out.print(f"[yellow]{HOST_TIMING_NOTES[report.timing]}[/]")
     if report.best and report.best.result.metrics:
@@ -169,9 +183,20 @@ def print_search_report(
     for warning in report.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
     if report.best:
-        out.print(f"\n[bold]best ({report.best.speedup:.2f}x): {report.best.plan_title}[/]")
+        best = f"best ({report.best.speedup:.2f}x): {escape(report.best.plan_title)}"
+        out.print(f"\n[bold]{best}[/]", soft_wrap=True)
         diff = unified_diff(kf.source, report.best.source, Path(path).name).rstrip("\n") + "\n"
-        out.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+        print_diff(out, diff, theme="ansi_dark", background_color="default")
+
+
+def print_diff(out: Console, diff: str, **syntax: Any) -> None:
+    """A unified diff: highlighted on a terminal (:class:`rich.syntax.Syntax` with ``syntax``'s
+    options), its long lines wrapped rather than cropped; elsewhere (a pipe, a file, a log)
+    the text as is, every line whole and unwrapped."""
+    if out.is_terminal:
+        out.print(Syntax(diff, "diff", word_wrap=True, **syntax))
+    else:
+        out.print(Text(diff.rstrip("\n")), soft_wrap=True, highlight=False)
 
 
 # --- profile ----------------------------------------------------------------------------------
@@ -189,14 +214,16 @@ def print_profile(out: Console, err: Console, result: EvalResult, path: str) -> 
         out.print(f"[bold]{path}[/]: {escape(untimed)}", soft_wrap=True)
         out.print(f"[dim]interpreter run: {escape(result.summary())}[/]", soft_wrap=True)
     else:
-        out.print(f"[bold]{path}[/]: {result.summary()}")
+        out.print(f"[bold]{escape(path)}[/]: {escape(result.summary())}", soft_wrap=True)
     if result.ok and result.p20_ms is not None:
         line = f"latency median {result.latency_ms:.4g} ms (p20 {result.p20_ms:.4g}, p80 {result.p80_ms:.4g})"
         if result.timing not in HOST_TIMING_NOTES and result.gbps is not None:
             line += f" · {result.gbps:.1f} GB/s · {result.tflops or 0:.3f} TFLOP/s"
-        out.print(f"{line} · device {result.device} · timing {result.timing}")
+        out.print(
+            escape(f"{line} · device {result.device} · timing {result.timing}"), soft_wrap=True
+        )
     elif result.ok:
-        out.print(f"device {result.device} · timing {result.timing}")
+        out.print(escape(f"device {result.device} · timing {result.timing}"), soft_wrap=True)
     for line in metrics_lines(result.metrics) if result.ok else []:
         out.print(line)
     for line in shape_lines(result.metrics) if result.ok else []:
@@ -260,7 +287,7 @@ def print_workload(out: Console, kf: KernelFile) -> None:
     elif ctx.harness_file:
         parts.append(f"harness {ctx.harness_file}")
     parts.append(f"{len(ctx.files)} files shipped")
-    out.print(" · ".join(parts))
+    out.print(escape(" · ".join(parts)), soft_wrap=True)
 
 
 def shape_lines(metrics: dict) -> list[str]:
@@ -449,6 +476,6 @@ def print_experience(out: Console, exp: Experience) -> None:
     )
     out.print("[bold]slow -> fast[/]")
     if diff:
-        out.print(Syntax(diff, "diff", word_wrap=True))
+        print_diff(out, diff)
     else:
         out.print("(identical sources)")

@@ -8,14 +8,15 @@ saved run's report); everything prints to the :class:`rich.console.Console` it i
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from accelopt_cli.render_table import Col, print_table
 from accelopt_core.search.report import FailedCandidate, failure_counts
 
 #: Failures the short table shows; the rest are counted under it.
@@ -29,44 +30,46 @@ def _records(failed: Iterable[FailedCandidate | Mapping[str, Any]]) -> list[Fail
 
 
 def _first_line(text: str, width: int = REASON_WIDTH) -> str:
+    """The first line of ``text``, its whitespace collapsed, shortened to ``width`` characters
+    between words (``...`` marks the cut: no word, name or number is cut in half; one word
+    longer than ``width`` is kept whole)."""
     lines = text.strip().splitlines()
     line = " ".join(lines[0].split()) if lines else ""
-    return line if len(line) <= width else line[: width - 3] + "..."
+    short = textwrap.shorten(line, width, placeholder=" ...")
+    return line if short == "..." or short == line else short
 
 
-def failures_table(failed: Iterable[FailedCandidate | Mapping[str, Any]]) -> Table | None:
-    """The failed candidates, one row each (at most :data:`TABLE_ROWS`): stage, line, plan,
-    fixer, and the first line of the reason; None when nothing failed."""
-    records = _records(failed)
-    if not records:
-        return None
-    counts = ", ".join(f"{stage} {n}" for stage, n in failure_counts(records).items())
-    table = Table(title=f"failed candidates: {counts}", title_justify="left")
-    for col in ("stage", "line", "plan", "reason"):
-        table.add_column(col, overflow="fold", no_wrap=col in ("stage", "line"))
+#: The columns of the failures table: plans and reasons wrap between words.
+FAILURE_COLUMNS = (Col("stage"), Col("line", "right"), Col("plan", wrap=True),
+                   Col("reason", wrap=True))  # fmt: skip
+
+
+def failure_rows(records: list[FailedCandidate]) -> list[list[str]]:
+    """One row of :data:`FAILURE_COLUMNS` per failed candidate (at most :data:`TABLE_ROWS`):
+    stage (with ``(fixer)`` / ``(re-timing)``), line, plan and the first line of the reason."""
+    rows = []
     for f in records[:TABLE_ROWS]:
         stage = f.stage + (" (fixer)" if f.fixed else "") + (" (re-timing)" if f.retime else "")
-        table.add_row(
-            escape(stage),
-            str(f.line) if f.line else "",
-            escape(f.plan),
-            escape(_first_line(f.reason)),
-        )
-    if len(records) > TABLE_ROWS:
-        table.caption = f"{len(records) - TABLE_ROWS} more: --verbose or --json lists them all"
-    return table
+        line = str(f.line) if f.line else ""
+        rows.append([escape(stage), line, escape(f.plan), escape(_first_line(f.reason))])
+    return rows
 
 
 def print_failures(
     out: Console, failed: Iterable[FailedCandidate | Mapping[str, Any]], *, verbose: bool
 ) -> None:
-    """The short failures table, or with ``verbose`` every failure in full: its headline,
-    the reason with all its lines and the numbered source lines around the failing one."""
+    """The short failures table (:func:`failure_rows`, the rest counted under it; nothing when
+    nothing failed), or with ``verbose`` every failure in full: its headline, the reason with
+    all its lines and the numbered source lines around the failing one."""
     records = _records(failed)
     if not verbose:
-        table = failures_table(records)
-        if table is not None:
-            out.print(table)
+        if records:
+            counts = ", ".join(f"{stage} {n}" for stage, n in failure_counts(records).items())
+            more = len(records) - TABLE_ROWS
+            caption = f"{more} more: --verbose or --json lists them all" if more > 0 else None
+            title = f"failed candidates: {counts}"
+            print_table(out, title, FAILURE_COLUMNS, failure_rows(records),
+                        caption=caption, title_justify="left")  # fmt: skip
         return
     for n, f in enumerate(records, 1):
         ids = f" · candidate {f.candidate_id}" if f.candidate_id else ""
@@ -88,13 +91,18 @@ def _speedup(value: Any) -> str:
     return f"{value:.2f}x" if isinstance(value, (int, float)) else "-"
 
 
-def runs_table(runs: list[dict[str, Any]]) -> Table:
-    """Kept runs, newest first: id, file, kernel, date, best speedup, calls, cost."""
-    table = Table(title="runs (newest first)", title_justify="left")
-    for col in ("id", "file", "kernel", "date", "best", "calls", "cost", "stopped"):
-        table.add_column(col, overflow="fold", no_wrap=col in ("id", "date", "best", "calls"))
-    for run in runs:
-        table.add_row(
+#: The columns of the runs table: only the stopped reason wraps.
+RUN_COLUMNS = (
+    Col("id"), Col("file"), Col("kernel"), Col("date"), Col("best", "right"),
+    Col("calls", "right"), Col("cost", "right"), Col("stopped", wrap=True),
+)  # fmt: skip
+
+
+def run_rows(runs: list[dict[str, Any]]) -> list[list[str]]:
+    """Kept runs, newest first, one row of :data:`RUN_COLUMNS` each: id, file, kernel, date,
+    best speedup, calls, cost ($) and why it stopped."""
+    return [
+        [
             escape(str(run.get("id", ""))),
             escape(str(run.get("path", ""))),
             escape(str(run.get("kernel", ""))),
@@ -103,8 +111,14 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
             str(run.get("calls", 0)),
             f"${float(run.get('cost_usd') or 0):.4f}",
             escape(str(run.get("stopped_reason") or "running or interrupted")),
-        )
-    return table
+        ]
+        for run in runs
+    ]
+
+
+def print_runs(out: Console, runs: list[dict[str, Any]]) -> None:
+    """The runs table (:func:`run_rows`), never cutting a path, a name or a number."""
+    print_table(out, "runs (newest first)", RUN_COLUMNS, run_rows(runs), title_justify="left")
 
 
 def print_run(out: Console, run: dict[str, Any], *, prompts: bool) -> None:
@@ -123,13 +137,14 @@ def print_run(out: Console, run: dict[str, Any], *, prompts: bool) -> None:
     plans = report.get("plans") or []
     out.print(f"\n[bold]plans ({len(plans)})[/]")
     for plan in plans:
-        out.print(f"  call {plan.get('call')}: {escape(str(plan.get('title')))}")
+        out.print(f"  call {plan.get('call')}: {escape(str(plan.get('title')))}", soft_wrap=True)
     cands = report.get("candidates") or []
     out.print(f"\n[bold]ranked candidates ({len(cands)})[/]")
     for c in cands:
         out.print(
             f"  {c.get('rank')}. {_speedup(c.get('speedup'))} {escape(str(c.get('plan')))} "
-            f"(id {c.get('id')}, call {c.get('call')})"
+            f"(id {c.get('id')}, call {c.get('call')})",
+            soft_wrap=True,
         )
     failed = report.get("failed_candidates") or []
     out.print(f"\n[bold]failed candidates ({len(failed)})[/]")

@@ -66,7 +66,7 @@ def run_runs_command(
     if args.json:
         print(json.dumps(runs, indent=2))
     elif runs:
-        out.print(render_runs.runs_table(runs))
+        render_runs.print_runs(out, runs)
     else:
         out.print(f"no runs kept in {escape(str(store.directory))}")
     return 0
