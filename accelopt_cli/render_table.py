@@ -77,9 +77,8 @@ def table_widths(
     cell whole: ``None`` when the natural widths fit (no column needs narrowing), a list when
     columns were narrowed (the widest first; a ``wrap`` column never below its longest word,
     another never below its longest cell; a header is wrapped between its words only when
-    the cells' wrapping is not enough), and
-    ``False`` when no such layout exists. Raises nothing; a row shorter than ``cols`` leaves
-    its last cells empty."""
+    the cells' wrapping is not enough), and ``False`` when no such layout exists. Raises
+    nothing; a row shorter than ``cols`` leaves its last cells empty."""
     natural, whole_head, wrapped_head = [], [], []
     for i, col in enumerate(cols):
         head = _measure(out, col.header)
@@ -98,7 +97,7 @@ def table_widths(
     if least is None:
         return False
     widths = list(natural)
-    for _ in range(sum(natural) - room):  # narrow the widest wrapping column by one, again
+    for _ in range(sum(natural) - room):  # the widest column still above its least, by one
         i = max((j for j in range(len(cols)) if widths[j] > least[j]), key=lambda j: widths[j])
         widths[i] -= 1
     return widths

@@ -301,3 +301,15 @@ def test_on_a_narrow_terminal_the_cells_fold_and_nothing_is_cut() -> None:
     assert "┃" in text and "…" not in text  # still a table on a terminal
     kernel = "".join(line.split("│")[1].strip() for line in text.splitlines() if "│" in line)
     assert kernel == NAME  # folded over lines, every character kept
+
+
+def test_cells_that_look_like_markup_are_printed_as_written() -> None:
+    from rich.markup import escape
+
+    name, plan = "gather[0]_" + "k" * 70, "[bold]keep[/] the [red] brackets 全角の名前"
+    for wide in (False, True):  # the plain list (80 columns), the table (200)
+        out, buf = _console(200 if wide else 80)
+        render_table.print_table(out, escape("t [x]"), COLS, [[escape(name), "1x", escape(plan)]])
+        text = buf.getvalue()
+        assert_whole(text, name, plan, "t [x]")
+        assert ("┃" in text) is wide
