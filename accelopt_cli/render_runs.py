@@ -40,7 +40,7 @@ def _first_line(text: str, width: int = REASON_WIDTH) -> str:
 
 
 #: The columns of the failures table: plans and reasons wrap between words.
-FAILURE_COLUMNS = (Col("stage"), Col("line", "right"), Col("plan", wrap=True),
+FAILURE_COLUMNS = (Col("stage"), Col("line"), Col("plan", wrap=True),
                    Col("reason", wrap=True))  # fmt: skip
 
 
@@ -93,8 +93,8 @@ def _speedup(value: Any) -> str:
 
 #: The columns of the runs table: only the stopped reason wraps.
 RUN_COLUMNS = (
-    Col("id"), Col("file"), Col("kernel"), Col("date"), Col("best", "right"),
-    Col("calls", "right"), Col("cost", "right"), Col("stopped", wrap=True),
+    Col("id"), Col("file"), Col("kernel"), Col("date"), Col("best"), Col("calls"), Col("cost"),
+    Col("stopped", wrap=True),
 )  # fmt: skip
 
 
