@@ -42,6 +42,7 @@ BENCH_KEYS = (
     "module",
     "shapes",
     "backward",
+    "values",  # bounds or turns off the judge's derived values (onsite/judge/derived_values.py)
     "kernelbench",
 )
 

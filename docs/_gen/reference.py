@@ -153,7 +153,7 @@ def cli_markdown() -> str:
         description = parser.description or ""
         if description:
             out.append(description + "\n")
-        formatter = argparse.HelpFormatter(parser.prog, width=100)
+        formatter = argparse.HelpFormatter(parser.prog, width=88)
         formatter.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups)
         out.append("```text\n" + formatter.format_help().strip() + "\n```\n")
         rows = [_option_row(parser, a) for a in cli_options(parser)]
@@ -208,6 +208,10 @@ BENCH_DOCS = {
     "geometric mean.",
     "backward": "`True`: every call is forward + backward; input gradients are compared with "
     "the reference's autograd and the timed region is forward + backward.",
+    "values": "Bounds or turns off the derived value ranges the judge checks besides your inputs: "
+    "a dict of input name -> `(low, high)` (derived values stay in that range) or `False` (none "
+    "for that input); `False` turns value derivations off for every input "
+    "([derived inputs](../concepts/judging.md#derived-inputs)).",
     "kernelbench": "Set by the harness AccelOpt generates for a KernelBench problem (the problem "
     "file is the harness of a `ModelNew` file); not written by hand.",
 }
@@ -235,7 +239,7 @@ def harness_page() -> str:
             "in plain Python that imports nothing from AccelOpt. The names it defines "
             "(`accelopt_core.kernelfile.model.HARNESS_NAMES`):\n",
             _table(["name", "what it is"], names),
-            "The keys `BENCH` may hold (`BENCH_KEYS`); any other key is a located error "
+            "The keys `BENCH` may hold (`BENCH_KEYS`); any other key gets a located warning "
             "naming the closest known one. How to write one: "
             "[Your own kernel and harness](../guides/own-kernel.md).\n",
             _table(["key", "meaning"], keys),
@@ -463,9 +467,9 @@ CODE_ACTION_DOCS = {
 
 #: Commands whose handler's docstring points elsewhere: what they do.
 COMMAND_DOCS = {
-    "accelopt.pickHarness": "`accelopt.pickHarness [uri, harnessPath?]`: which of several "
-    "harness files measures the kernel module; without `harnessPath` the user is asked "
-    "(`window/showMessageRequest`). The pick is kept in `harness_picks.json` of the memory "
+    "accelopt.pickHarness": "``accelopt.pickHarness [uri, harnessPath?]``: which of several "
+    "harness files measures the kernel module; without ``harnessPath`` the user is asked "
+    "(``window/showMessageRequest``). The pick is kept in ``harness_picks.json`` of the memory "
     "directory.",
 }
 
@@ -552,10 +556,14 @@ def lsp_page() -> str:
     results = _command_results()
     commands = []
     for name, doc in facts["commands"].items():
-        first = doc.split("\n\n", 1)[0] if doc else ""
-        first = COMMAND_DOCS.get(name, first)
-        answer = results.get(name, "")
-        commands.append([f"`{name}`", first or UNDESCRIBED, answer])
+        text = " ".join(COMMAND_DOCS.get(name, doc.split("\n\n", 1)[0] if doc else "").split())
+        m = re.match(r"``(\S+) (\[[^\]]*\])``(?: or ``(\[[^\]]*\])``)?:? ?(.*)", text)
+        args, what = ("` or `".join(filter(None, m.group(2, 3))), m.group(4)) if m else ("", text)
+        line = f"Arguments: `{args}`" if args else "Arguments: none"
+        if results.get(name):
+            line += f" · result: {_cell(results[name])}"
+        what = _cell(what) or UNDESCRIBED
+        commands.append(f"### `{name}`\n\n{line}\n\n{what[:1].upper() + what[1:]}\n")
     handled = [[f"`{m}`", LSP_HANDLED_DOCS.get(m, UNDESCRIBED)] for m in facts["handled"]]
     sent = [
         [f"`{m}`", LSP_SENT_DOCS.get(m) or UNDESCRIBED] for m in lsp_sent_methods() if m != "exit"
@@ -573,7 +581,7 @@ def lsp_page() -> str:
             "[Neovim](../guides/neovim.md).\n",
             "## Commands (`workspace/executeCommand`)\n",
             "Arguments are JSON arrays.\n",
-            _table(["command and arguments", "what it does", "result"], commands),
+            *commands,
             "## Notifications of its own\n",
             _table(["method", "meaning"], custom),
             "## Code-action kinds\n",
@@ -663,7 +671,13 @@ def gate_rules() -> list[tuple[str, str]]:
         for v in vars(rules).values()
         if isinstance(v, tuple) and len(v) == 2 and all(isinstance(x, str) for x in v)
     }
-    return [(r, whys.get(r) or GATE_DOCS.get(r, UNDESCRIBED)) for r in rules.RULES]
+
+    def sentence(why: str) -> str:
+        return why[:1].upper() + why[1:] + ("" if why.endswith(".") else ".")
+
+    return [
+        (r, sentence(whys[r]) if r in whys else GATE_DOCS.get(r, UNDESCRIBED)) for r in rules.RULES
+    ]
 
 
 def judge_rules() -> list[str]:
