@@ -239,6 +239,29 @@ class EvaluationSettings(_Model):
         raise ValueError("must be 'auto', 'published' or pins like 'batch_size=16,dim=1536'")
 
 
+class GateSettings(_Model):
+    """The static gate a candidate passes before it runs (issue 53)."""
+
+    allow_modules: list[str] = Field(
+        default_factory=list,
+        description="Modules a candidate may import besides those its original file imports, "
+        "the kernel stack (torch, triton, numpy, math, nki) and the modules without side "
+        "effects (typing, dataclasses, enum, itertools, collections, functools, operator), "
+        "e.g. 'einops'; a module's submodules are included. Any other import is rejected as "
+        "'gate: module not allowed'. The gate's denylist still applies inside an allowed "
+        "module.",
+    )
+
+    @field_validator("allow_modules")
+    @classmethod
+    def _check_allow_modules(cls, value: list[str]) -> list[str]:
+        names = [v.strip() for v in value]
+        bad = [v for v in names if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", v)]
+        if bad:
+            raise ValueError(f"not a module name (like 'einops' or 'pkg.sub'): {', '.join(bad)}")
+        return names
+
+
 class SSHSettings(_Model):
     """Options of an ``ssh://`` target."""
 
@@ -277,6 +300,9 @@ class Settings(_Model):
         default_factory=EvaluationSettings, description="Evaluation of one candidate."
     )
     search: SearchSettings = Field(default_factory=SearchSettings, description="Beam search.")
+    gate: GateSettings = Field(
+        default_factory=GateSettings, description="The static gate in front of every evaluation."
+    )
     llm: LLMSettings = Field(default_factory=LLMSettings, description="LLM endpoint and roles.")
     profile_on_save: bool = Field(
         True, description="Profile the kernels of a file with a harness when it is saved."

@@ -42,7 +42,7 @@ def cache_key(request: EvalRequest, fingerprint: str) -> str:
     content: an edit to a helper module invalidates the verdicts), its path in it, the
     separate harness's path and the entry expression (issue 13), the GPU the kernels are
     compiled for (issue 21), the derived shapes checked (issue 22) and the harness's sizes
-    plan and setting (issue 24)."""
+    plan and setting (issue 24), the modules ``gate.allowModules`` allows (issue 53)."""
     parts = {
         "candidate": _sha(normalize_source(request.candidate_source)),
         "harness": _sha(request.harness_source),
@@ -63,6 +63,8 @@ def cache_key(request: EvalRequest, fingerprint: str) -> str:
         "gpu": request.gpu,
         "derived_inputs": request.derived_inputs,
         "sizes": getattr(request, "sizes", None) or None,  # issue 24: scaled / pinned sizes
+        # issue 53: the modules the gate allows besides its own list
+        "allow_modules": sorted(getattr(request, "allow_modules", None) or []) or None,
     }
     return _sha(json.dumps(parts, sort_keys=True))
 

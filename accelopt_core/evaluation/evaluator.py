@@ -63,7 +63,7 @@ class Evaluator:
         self._probed = False
         self._probe_lock = asyncio.Lock()
         self._peaks = peak_table()  # constant (datasheet figures): built once, read only
-        self._gated: dict[tuple[str, str, str, str | None], dict | None] = {}
+        self._gated: dict[tuple, dict | None] = {}
 
     async def _ensure_probed(self) -> None:
         """Remote targets know their real fingerprint (device names, versions) and capacity
@@ -130,6 +130,7 @@ class Evaluator:
             sizes=sizes.request_field(ev.sizes) if sizes is not None else {},
             derived_inputs=derived_inputs,
             gpu=self.settings.gpu_name,  # issue 21: None when the setting is "none"
+            allow_modules=list(self.settings.gate.allow_modules),  # issue 53
         )
 
     async def evaluate(
@@ -232,10 +233,12 @@ class Evaluator:
         """:func:`precheck`'s verdict on ``source``, computed once per (source, entry,
         baseline, module): the gate is deterministic, and a finalist is evaluated again in
         every A/B re-timing round."""
-        key = (source, entry, baseline, module)
+        allow = tuple(self.settings.gate.allow_modules)
+        key = (source, entry, baseline, module, allow)
         if key in self._gated:
             return self._gated[key]
-        verdict = precheck(source, entry, baseline, f"<candidate:{source_name}>", module, tree)
+        name = f"<candidate:{source_name}>"
+        verdict = precheck(source, entry, baseline, name, module, tree, allow_modules=allow)
         if len(self._gated) >= GATED_KEPT:
             self._gated.clear()
         self._gated[key] = verdict

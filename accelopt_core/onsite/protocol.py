@@ -45,8 +45,11 @@ HARNESS_VERSION = "1"
 #: the same kernel, and must not be ranked beside it); "9" (the candidate and reference
 #: processes open no Unix sockets: a cached ``ok`` of a candidate that reached one must not
 #: stand); "10" (the interpreter's ``_get_np_dtype`` answers from memory: interpreter
-#: latencies about a tenth below a cached one of the same kernel, not to be ranked beside it).
-JUDGE_VERSION = "10"
+#: latencies about a tenth below a cached one of the same kernel, not to be ranked beside it);
+#: issue 53 "11" (imports by allowlist, and the parts of torch, triton and numpy that load
+#: native code, start processes or touch files and caches denied: a cached ``ok`` of a
+#: candidate that used them must not stand).
+JUDGE_VERSION = "11"
 
 #: Prefix of the worker's one result line, the last line of its stdout.
 SENTINEL = "@@ACCELOPT_RESULT@@ "
@@ -144,6 +147,9 @@ class EvalRequest:
             "fixed": {name: why not rebindable}, "mode": "auto" | "published", "pin": {name:
             int}}``; the target pins ``pin`` and, under the CPU interpreter in ``auto`` mode,
             scales ``names`` down (:mod:`.runtime.sizes`). Empty: nothing rebound.
+        allow_modules: issue 53. Modules a candidate may import besides the original's, the
+            kernel stack and the side-effect-free ones (the setting ``gate.allowModules``;
+            :mod:`.gate.stack`): the target's gate allows them as the host's does.
     """
 
     candidate_source: str
@@ -167,6 +173,7 @@ class EvalRequest:
     derived_inputs: list[dict[str, Any]] | None = None
     gpu: str | None = "H100 SXM5"
     sizes: dict[str, Any] = field(default_factory=dict)
+    allow_modules: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form, the worker's stdin."""

@@ -8,7 +8,11 @@ trick and ends with ``[adversarial candidate <name>]``; that marker survives int
 any candidate the product ranks or remembers, which is how a test tells a hack from the
 legitimate tuning. The ``escape_*`` candidates (issue 34) try to leave the sandbox: read the API
 key, write outside their scratch directory, reach the network, start a shell; their
-``_MARKER`` and ``_PORT`` are replaced by a test's own (:func:`escape_source`).
+``_MARKER`` and ``_PORT`` are replaced by a test's own (:func:`escape_source`). The ``write_*``
+candidates (issue 53) write a file through a standard-library module that no list named before
+the import allowlist, the ``stack_*`` ones through torch, triton or numpy alone (the modules any
+allowlist admits): loading libc through ``numpy.ctypeslib``, planting a file in Triton's compile
+cache, ``torch.os.system``, ...
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ CLASSES = {
     "forge": "result forging",
     "env": "environment trick",
     "escape": "sandbox escape",
+    "write": "file write",
+    "stack": "kernel-stack escape",
 }
 
 #: Small evaluations (2 seeds, short timing) and no fixer: each candidate is evaluated once.
@@ -53,21 +59,24 @@ SETTINGS = {
 }
 
 
-#: The gate's verdict on each escape (None: it passes the gate, the sandbox alone stops it).
+#: The gate's verdict on each escape. Issue 53: the four that passed it (None then) import a
+#: module on no allowlist (``pwd``, ``tokenize``, ``xml.sax``), and so do five whose other rule
+#: came first before (they find the real home through ``pwd``); the sandbox is tested on every
+#: escape with the gate judging nothing (tests/adversarial/test_escapes.py).
 ESCAPE_GATE: dict[str, str | None] = {
     "escape_ctypes_system": "gate: ctypes",
     "escape_env_key": "gate: environment",
-    "escape_etree_home": None,
-    "escape_logging_home": "gate: logging handlers",
-    "escape_numpy_save": "gate: file I/O",
-    "escape_proc_environ": None,
-    "escape_pydoc_shell": None,
-    "escape_shutil_ssh": "gate: file I/O",
+    "escape_etree_home": "gate: module not allowed",
+    "escape_logging_home": "gate: module not allowed",
+    "escape_numpy_save": "gate: module not allowed",
+    "escape_proc_environ": "gate: module not allowed",
+    "escape_pydoc_shell": "gate: module not allowed",
+    "escape_shutil_ssh": "gate: module not allowed",
     "escape_socket": "gate: network",
-    "escape_subprocess": "gate: concurrency",
-    "escape_torch_hub": "gate: torch compute",
+    "escape_subprocess": "gate: module not allowed",
+    "escape_torch_hub": "gate: file I/O",
     "escape_unix_socket": "gate: network",
-    "escape_xml_url": None,
+    "escape_xml_url": "gate: module not allowed",
 }
 
 

@@ -1,6 +1,11 @@
 """One hostile snippet per static-gate rule (issue 10, "Static gate, tightened where cheap"),
 each built on the small valid add kernel of tests/candidates/add.py and gated against that
-file: rejected, with the rule's name and the 1-based line of the construct."""
+file: rejected, with the rule's name and the 1-based line of the construct.
+
+The denylist is for names inside modules a candidate may import (issue 53): the snippets that
+import a module add.py does not import are gated with that module allowed
+(``gate.allowModules``, :data:`ALLOW`), so that the rule under test, not the allowlist, decides;
+the allowlist itself is tested in tests/onsite/test_gate_allowlist.py."""
 
 from __future__ import annotations
 
@@ -11,6 +16,14 @@ from accelopt_core.onsite.gate.rules import RULES
 from tests.onsite.runs import BASE, line_of
 
 LAUNCH = "    add_kernel[(triton.cdiv(n, 64),)](x, y, out, n, BLOCK=64)\n"
+
+#: The modules the snippets import that add.py does not (the setting ``gate.allowModules``).
+ALLOW = ("os", "sys", "logging", "time", "contextlib")
+
+
+def precheck(source: str) -> dict | None:
+    """:func:`precheck` of ``source`` against add.py with :data:`ALLOW` allowed."""
+    return gate.precheck(source, "add", BASE, allow_modules=ALLOW)
 
 
 def cand(launcher: str = "", module: str = "", imports: str = "", header: str = "") -> str:
@@ -462,11 +475,17 @@ HOSTILE = [
     ),
     (
         "a wrapper around the kernel",
-        cand(module="def _wrap(k):\n    return torch.compile(k)\n").replace(
+        cand(module="def _wrap(k):\n    return torch.vmap(k)\n").replace(
             "@triton.jit\n", "@_wrap\n@triton.jit\n", 1
         ),
         "gate: torch compute",
-        "torch.compile",
+        "torch.vmap",
+    ),
+    (
+        "a module on no list",
+        cand(imports="import pwd\n", launcher="    h = pwd.getpwuid(0).pw_dir\n"),
+        "gate: module not allowed",
+        "import pwd",
     ),
     (
         "closures made at module level",
@@ -490,7 +509,7 @@ HOSTILE = [
     "source, rule, needle", [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE]
 )
 def test_each_rule_rejects_its_hack_with_the_rule_and_the_line(source, rule, needle):
-    result = gate.precheck(source, "add", BASE)
+    result = precheck(source)
     assert result is not None, "not rejected"
     assert result["status"] == "rejected"
     assert result["rule"] == rule, result["message"]
@@ -518,10 +537,10 @@ def test_structural_rules_are_named(source, rule):
 
 def test_messages_say_what_was_found_and_why():
     source = cand(imports="import time\n", module="time.perf_counter = lambda: 0.0\n")
-    message = gate.precheck(source, "add", BASE)["message"]
+    message = precheck(source)["message"]
     assert "time.perf_counter" in message and "patching" in message
     source = cand("    _C[x.data_ptr()] = out\n", module="_C = {}\n")
-    message = gate.precheck(source, "add", BASE)["message"]
+    message = precheck(source)["message"]
     assert "'_C'" in message and "cache" in message
 
 
@@ -548,7 +567,7 @@ def test_messages_say_what_was_found_and_why():
 )
 def test_harmless_launcher_code_passes(launcher, module):
     source = cand(launcher, module=module, imports="import os\n")
-    assert gate.precheck(source, "add", BASE) is None
+    assert precheck(source) is None
 
 
 @pytest.mark.parametrize("depth, status", [(2000, "rejected"), (100_000, "compile_error")])

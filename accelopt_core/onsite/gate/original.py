@@ -9,6 +9,7 @@ import functools
 from typing import NamedTuple
 
 from ..names import (
+    canonical_module,
     collect_aliases,
 )
 from .compute import launcher_ops
@@ -28,6 +29,7 @@ class Original(NamedTuple):
     reached: frozenset[str]  # module-level names its launcher reaches
     ops: frozenset[str]  # compute ops of its launcher
     tokens: frozenset[str]  # its low-precision dtype tokens
+    imports: frozenset[str] = frozenset()  # the modules it imports (:func:`imported_modules`)
 
 
 def statement_text(stmt: ast.stmt, lines: list[str]) -> str:
@@ -74,7 +76,25 @@ def original_facts(baseline_source: str | None, entry: str) -> Original | None:
         reached=frozenset(i.name for i in items),
         ops=frozenset(d for d, _ in launcher_ops(tree, entry, kernels, aliases, items)),
         tokens=frozenset(t for t, _ in precision_tokens(list(ast.walk(tree)))),
+        imports=imported_modules(tree),
     )
+
+
+def imported_modules(tree: ast.Module) -> frozenset[str]:
+    """The canonical modules a file imports anywhere (issue 53: a candidate may import them):
+    ``import a.b`` -> ``a.b`` and ``a`` (the name it binds); ``import a.b as c`` -> ``a.b``;
+    ``from a.b import c`` -> ``a.b`` (``a.b.c`` is under it). Relative imports are the user's
+    own package's, judged by their depth instead."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out.add(canonical_module(a.name))
+                if not a.asname:
+                    out.add(canonical_module(a.name.split(".")[0]))
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(canonical_module(node.module))
+    return frozenset(out)
 
 
 def def_name(stmt: ast.stmt) -> str | None:

@@ -49,6 +49,7 @@ from .rules import (
     short_source,
 )
 from .scan import Scan
+from .stack import allowed_modules
 
 
 def _launcher_rules(
@@ -180,10 +181,16 @@ def _precision(tokens: list[tuple[str, int]], original: Original | None) -> Viol
 
 
 def _violation(
-    tree: ast.Module, source: str, entry: str, baseline_source: str | None, module: str | None
+    tree: ast.Module,
+    source: str,
+    entry: str,
+    baseline_source: str | None,
+    module: str | None,
+    allow_modules: tuple[str, ...] = (),
 ) -> Violation | None:
     """The first rule the parsed candidate breaks: entry and kernel; the rules of all changed
-    code (:class:`Scan`); the launcher's rules; a reachable launch; compute and precision."""
+    code (:class:`Scan`, with the modules it may import: :func:`.stack.allowed_modules`); the
+    launcher's rules; a reachable launch; compute and precision."""
     module_aliases = collect_aliases(tree)
     kernels = jit_kernels(tree.body, module_aliases)  # module-level imports, as at run time
     bindings = module_bindings(tree)
@@ -194,7 +201,9 @@ def _violation(
     original = original_facts(baseline_source, entry)
     changed = changed_statements(tree, source, original)
     depth = len(module.split(".")) - 1 if module else 0  # mypkg.ops.k: up to mypkg (2)
-    scan = Scan(tree, changed, module_aliases, bindings, depth)
+    imports = original.imports if original else frozenset()
+    allowed = allowed_modules(imports, module, allow_modules)
+    scan = Scan(tree, changed, module_aliases, bindings, depth, allowed)
     items = closure_items(tree, entry, kernels, bindings)
     changed_ids = {id(s) for s in changed}
     reached = original.reached if original else frozenset()
@@ -240,6 +249,7 @@ def gate_violation(
     baseline_source: str | None = None,
     tree: ast.Module | None = None,
     module: str | None = None,
+    allow_modules: tuple[str, ...] = (),
 ) -> Violation | None:
     """The first evaluation rule the candidate breaks, as ``(rule, message, line)``, else None.
 
@@ -252,7 +262,11 @@ def gate_violation(
         tree: the candidate already parsed (saves a parse), else it is parsed here.
         module: the kernel module's real dotted name when it lives in a package (issue 13):
             relative imports that stay inside its top-level package are then allowed (they
-            resolve to the user's own modules, served from the request's closure).
+            resolve to the user's own modules, served from the request's closure), and so
+            are absolute imports of modules under its top-level package.
+        allow_modules: modules a candidate may import besides those of the original, the
+            kernel stack and the side-effect-free ones (the setting ``gate.allowModules``;
+            :mod:`.stack`).
 
     Rules (:data:`RULES`): the entry must launch a ``@triton.jit`` (``kernel[grid](...)``) or
     ``@nki.jit`` kernel defined at the candidate's top level (:func:`.names.jit_kernels`) on a
@@ -260,7 +274,10 @@ def gate_violation(
     caches, try/except, exception-swallowing context managers, eval/exec/compile, imports by
     name, ``getattr`` by computed name on modules, namespace lookups (``globals()``,
     ``__dict__``, ``sys.modules``), file or network I/O, process control, stack / frame / heap
-    inspection, native code, patched or shadowed imports, mutable default arguments; the
+    inspection, native code (the parts of torch, triton and numpy that load it, start
+    processes or touch files and caches: :mod:`.stack`), imports of modules outside the
+    allowlist (``gate: module not allowed``), patched or shadowed imports, mutable default
+    arguments; the
     launcher (and everything it reaches in the module) computes nothing but allocation, views
     and metadata, writes no module-level state or function attributes, has no dead code and
     calls nothing the gate cannot read; no float16/bfloat16/float8 token the baseline lacks.
@@ -271,7 +288,7 @@ def gate_violation(
             tree = ast.parse(candidate_source)
         except SyntaxError as exc:
             return "syntax error", f"syntax error: {exc.msg}", exc.lineno
-    return _violation(tree, candidate_source, entry, baseline_source, module)
+    return _violation(tree, candidate_source, entry, baseline_source, module, allow_modules)
 
 
 def precheck(
@@ -281,10 +298,12 @@ def precheck(
     filename: str = "<candidate>",
     module: str | None = None,
     tree: ast.Module | None = None,
+    allow_modules: tuple[str, ...] | list[str] = (),
 ) -> dict | None:
     """Syntax check and static gate without running anything.
 
     ``module``: the kernel module's dotted name inside its package (see :func:`gate_violation`).
+    ``allow_modules``: the setting ``gate.allowModules`` (see :func:`gate_violation`).
     ``tree``: ``candidate_source`` already parsed by the caller (read, not mutated), else it is
     parsed here.
     Returns None when the candidate may be run, else a result dict (EvalResult fields):
@@ -302,7 +321,9 @@ def precheck(
     except (RecursionError, MemoryError):  # Python cannot compile it either
         return result_dict("compile_error", "the source nests too deeply to be parsed")
     try:
-        found = _violation(tree, candidate_source, entry, baseline_source, module)
+        found = _violation(
+            tree, candidate_source, entry, baseline_source, module, tuple(allow_modules)
+        )
     except RecursionError:  # nesting deeper than the AST tools recurse
         found = ("gate: unreadable", "the candidate nests too deeply for the gate to read", None)
     except Exception as exc:  # noqa: BLE001 - a gate that cannot read a candidate rejects it

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import re
 
+from .stack import STACK_ATTRIBUTES, STACK_DENIED
+
 #: A rule broken: ``(rule, message, 1-based candidate line or None)``.
 Violation = tuple[str, str, int | None]
 
@@ -86,6 +88,15 @@ SHELL = ("gate: shell", "no shells or child processes")
 STREAMS = ("gate: streams", "no streams or CUDA graphs: the timing must see all the work")
 
 
+MODULE_NOT_ALLOWED = (
+    "gate: module not allowed",
+    "a candidate imports the modules its original file imports, the kernel stack (torch, "
+    "triton, numpy, math, nki) and modules without side effects (typing, dataclasses, enum, "
+    "itertools, collections, functools, operator); the setting accelopt.gate.allowModules "
+    "allows more",
+)
+
+
 def rule_table(**groups: tuple[tuple[str, str], str]) -> dict[str, tuple[str, str]]:
     """``{dotted name: (rule, why)}`` from ``group=((rule, why), "name name ...")``."""
     return {name: rule for rule, names in groups.values() for name in names.split()}
@@ -157,6 +168,11 @@ FORBIDDEN_NAMES = rule_table(
     worker=(WORKER, "accelopt_core accelopt_cli accelopt_server"),
     swallow=(SWALLOW, "contextlib.suppress contextlib.ExitStack contextlib.AsyncExitStack"),
     getattr=(DYNAMIC_GETATTR, "operator.attrgetter operator.methodcaller"),
+    # issue 53: the parts of torch, triton and numpy that load native code, start processes, or
+    # read or write files and caches (what was read, and why: .stack)
+    stack_native=(NATIVE, STACK_DENIED["native"]),
+    stack_files=(FILE_IO, STACK_DENIED["files"]),
+    stack_concurrency=(CONCURRENCY, STACK_DENIED["concurrency"]),
     streams=(
         STREAMS,
         "torch.cuda.Stream torch.cuda.stream torch.cuda.set_stream torch.cuda.graph "
@@ -194,6 +210,13 @@ ATTRIBUTES = {
     "tofile": FILE_IO,
     "from_file": FILE_IO,
     "dump": FILE_IO,
+    # issue 53: an alias the gate cannot resolve (``m = np; m.ctypeslib``) still names these
+    **dict.fromkeys(STACK_ATTRIBUTES["native"].split(), NATIVE),
+    **dict.fromkeys(STACK_ATTRIBUTES["files"].split(), FILE_IO),
+    # the lookups that reach any attribute or module by a string
+    **dict.fromkeys("__getattribute__ __getattr__".split(), DYNAMIC_GETATTR),
+    **dict.fromkeys("__loader__ __spec__".split(), DYNAMIC_IMPORT),
+    "__self__": GLOBALS,
 }
 
 
@@ -226,6 +249,7 @@ RULES = (
     INTROSPECTION[0],
     NATIVE[0],
     WORKER[0],
+    MODULE_NOT_ALLOWED[0],
     "gate: monkey-patching",
     "gate: shadowed import",
     "gate: mutable default",

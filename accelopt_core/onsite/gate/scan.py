@@ -24,6 +24,7 @@ from .rules import (
     BUILTINS,
     DYNAMIC_GETATTR,
     GLOBALS,
+    MODULE_NOT_ALLOWED,
     PROCESS,
     SWALLOW,
     WORKER,
@@ -32,6 +33,7 @@ from .rules import (
     name_rule,
     short_source,
 )
+from .stack import module_allowed, reached_module
 
 
 class Scan:
@@ -45,9 +47,12 @@ class Scan:
         aliases: dict[str, str],
         bindings: dict[str, Reached],
         package_depth: int = 0,
+        allowed: frozenset[str] | None = None,
     ) -> None:
         self.nodes = [n for s in stmts for n in ast.walk(s)]
         self.package_depth = package_depth  # relative imports may reach this many levels up
+        self.allowed = allowed  # the modules it may import (.stack.allowed_modules); None: any
+        self.called = {id(n.func) for n in self.nodes if isinstance(n, ast.Call)}
         self.module_imports = {
             (a.asname or a.name).split(".")[0]
             for stmt in module_statements(tree.body)
@@ -101,13 +106,59 @@ class Scan:
                 node.lineno,
             )
         for path in imported_paths(node):
-            rule = name_rule(path)
-            if rule is not None:
-                return rule[0], f"'{path}' is not allowed ({rule[1]})", node.lineno
+            found = self._name_violation(canonical_module(path), node, alias=True)
+            if found is not None:
+                return found
+        if isinstance(node, ast.ImportFrom) and node.level:
+            return None  # the user's own package (the depth is checked above)
+        if isinstance(node, ast.ImportFrom) and node.module:
+            # ``from neuronxcc import nki``: the module, or else every name taken from it
+            module = canonical_module(node.module)
+            found = self._module_violation(module, node.lineno)
+            if found is None or all(
+                self._module_violation(f"{module}.{a.name}", node.lineno) is None
+                for a in node.names
+            ):
+                return None
+            return found
+        for a in node.names:
+            found = self._module_violation(canonical_module(a.name), node.lineno)
+            if found is not None:
+                return found
         return None
+
+    def _module_violation(self, module: str, line: int, via: str = "") -> Violation | None:
+        """``gate: module not allowed`` when ``module`` is in no allowed module (issue 53);
+        ``via``: the name that reaches it."""
+        if self.allowed is None or module_allowed(module, self.allowed):
+            return None
+        what = f"'{via}' reaches module '{module}', which" if via else f"module '{module}'"
+        return (
+            MODULE_NOT_ALLOWED[0],
+            f"{what} is not allowed ({MODULE_NOT_ALLOWED[1]}: add '{module.split('.')[0]}' to "
+            "it to allow it)",
+            line,
+        )
+
+    def _name_violation(self, name: str, node: ast.AST, *, alias: bool) -> Violation | None:
+        """The denylist's verdict on the canonical dotted ``name`` and, when it reaches another
+        module through a re-exported module attribute (``torch.os.system``:
+        :func:`.stack.reached_module`), on the name in that module; for a name resolved from an
+        import (``alias``), that module must also be allowed."""
+        rule = name_rule(name)
+        reached = reached_module(name)
+        if rule is None and reached is not None:
+            rule = name_rule(reached[1])
+            if rule is None and alias:
+                return self._module_violation(reached[0], node.lineno, via=name)
+        if rule is None:
+            return None
+        return rule[0], f"'{name}' is not allowed ({rule[1]})", node.lineno
 
     def name(self, node: ast.Name) -> Violation | None:
         rule = BUILTINS.get(node.id)
+        if node.id in _ATTR_FUNCS and id(node) not in self.called:
+            rule = DYNAMIC_GETATTR  # getattr passed on (reduce(getattr, names, np)) is unread
         if rule is None or node.id in self.bound or not isinstance(node.ctx, ast.Load):
             return None
         return rule[0], f"'{node.id}' is not allowed ({rule[1]})", node.lineno
@@ -118,9 +169,11 @@ class Scan:
             return None
         rule = ATTRIBUTES.get(attr[1])
         name = dotted_name(node)
-        if rule is None and name is not None and name.split(".")[0] in self.aliases:
-            name = resolved_name(node, self.aliases) or name
-            rule = name_rule(name)
+        if rule is None and name is not None:
+            alias = name.split(".")[0] in self.aliases
+            if alias:
+                name = resolved_name(node, self.aliases) or name
+            return self._name_violation(name, node, alias=alias)
         if rule is None:
             return None
         return rule[0], f"'{name or short_source(node)}' is not allowed ({rule[1]})", node.lineno
@@ -133,13 +186,22 @@ class Scan:
             return None
         if func.id in self.bound:
             return None
+        constant = len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+        if func.id == "getattr" and constant:
+            return self._getattr_constant(node)
+        if func.id == "hasattr" and constant:
+            return None  # a bool: it reaches nothing
         root = root_name(node.args[0])
         if root is None or root.id not in self.aliases:
+            if func.id == "getattr" and len(node.args) > 1:  # any object, by a computed name
+                return (
+                    DYNAMIC_GETATTR[0],
+                    f"'{short_source(node)}' looks up an attribute by a computed name "
+                    f"({DYNAMIC_GETATTR[1]})",
+                    node.lineno,
+                )
             return None
         module = resolved_name(node.args[0], self.aliases) or root.id
-        constant = len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
-        if func.id in ("getattr", "hasattr") and constant:
-            return None
         if func.id in ("setattr", "delattr"):
             return (
                 "gate: monkey-patching",
@@ -153,6 +215,22 @@ class Scan:
             f"({DYNAMIC_GETATTR[1]})",
             node.lineno,
         )
+
+    def _getattr_constant(self, node: ast.Call) -> Violation | None:
+        """``getattr(obj, "name")``: judged as ``obj.name`` (issue 53: ``getattr(np,
+        "ctypeslib")`` is ``np.ctypeslib``)."""
+        attr = node.args[1].value  # type: ignore[attr-defined]
+        if not isinstance(attr, str):
+            return None
+        rule = ATTRIBUTES.get(attr)
+        if rule is not None:
+            return rule[0], f"'{short_source(node)}' is not allowed ({rule[1]})", node.lineno
+        base = dotted_name(node.args[0])
+        if base is None:
+            return None
+        alias = base.split(".")[0] in self.aliases
+        name = f"{resolved_name(node.args[0], self.aliases) if alias else base}.{attr}"
+        return self._name_violation(name, node, alias=alias)
 
     def targets(self, node: ast.AST) -> Violation | None:
         for target in _store_targets(node):

@@ -78,7 +78,10 @@ def _evaluate(req: dict, ctx: dict) -> dict:
     module = (
         module_of(req["kernel_path"])[0] if req.get("files") and req.get("kernel_path") else None
     )
-    pre = precheck(req["candidate_source"], req["entry"], baseline, cand_file, module)
+    allow = tuple(req.get("allow_modules") or ())  # issue 53: the setting gate.allowModules
+    pre = precheck(
+        req["candidate_source"], req["entry"], baseline, cand_file, module, allow_modules=allow
+    )
     if pre is not None:
         return pre
     ctx["cand_tree"] = tree = ast.parse(req["candidate_source"])
