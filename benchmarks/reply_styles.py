@@ -9,6 +9,10 @@ The double answers the planner with one plan, the executor AND the fixer in the 
 test (a model keeps its habits), the summarizer with a rule. The script prints, per style, the
 calls by role and whether a candidate was ranked, then the total calls per ranked candidate.
 
+Style ``cut_continued`` (issue 53): the executor's reply is cut at the output token limit
+(``finish_reason: "length"``) inside its code block, and the continuation the client asks for
+brings the rest; its continuation counts as an executor call.
+
 It runs against whatever code is on ``sys.path`` first, so the same script measures a checkout
 before and after a change (copy it and tests/reply_styles.py into the older checkout)::
 
@@ -31,23 +35,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from accelopt_core.engine import Engine  # noqa: E402
 from accelopt_core.kernelfile import parse_kernel_file  # noqa: E402
 from accelopt_core.settings import Settings  # noqa: E402
-from tests.llm_double import TEST_API_KEY, LLMDouble, RecordedRequest  # noqa: E402
-from tests.reply_styles import ORIGINAL, PLAN, SOFTMAX, STYLES  # noqa: E402
+from tests.llm_double import TEST_API_KEY, LLMDouble, RecordedRequest, Reply, text  # noqa: E402
+from tests.reply_styles import CUT_FIRST, CUT_REST, ORIGINAL, PLAN, SOFTMAX, STYLES  # noqa: E402
+
+#: style -> the executor's reply, or (its first part cut at the limit, the continuation).
+REPLIES: dict[str, str | tuple[str, str]] = {**STYLES, "cut_continued": (CUT_FIRST, CUT_REST)}
 
 RULE = "Title: wider blocks\nRule: cover a row with one block when it fits."
 ROLES = ("planner", "executor", "fixer", "summarizer")
 
 
-async def one_search(style: str, reply: str, double: LLMDouble, memory: str) -> dict:
+async def one_search(
+    style: str, reply: str | tuple[str, str], double: LLMDouble, memory: str
+) -> dict:
     """One tiny search whose executor and fixer answer in ``style``: the calls by role, the
     candidates ranked and the report's failure counts."""
 
-    def script(req: RecordedRequest) -> str:
+    def script(req: RecordedRequest) -> str | Reply:
         if req.role == "planner":
             return PLAN
         if req.role == "summarizer":
             return RULE
-        return reply
+        if isinstance(reply, str):
+            return reply
+        if any(m.get("role") == "assistant" for m in req.messages):  # the continuation
+            return reply[1]
+        return text(reply[0], finish_reason="length")
 
     double.script = script
     before = len(double.requests)
@@ -88,7 +101,7 @@ async def main(styles: list[str]) -> None:
         for style in styles:
             with tempfile.TemporaryDirectory(prefix="accelopt-styles-") as memory:
                 started = time.monotonic()
-                row = await one_search(style, STYLES[style], double, memory)
+                row = await one_search(style, REPLIES[style], double, memory)
                 row["wall_s"] = time.monotonic() - started
             rows.append(row)
             calls = " ".join(f"{r[0]}{row['calls'][r]}" for r in ROLES)
@@ -107,5 +120,5 @@ async def main(styles: list[str]) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--styles", nargs="*", default=list(STYLES), choices=list(STYLES))
+    parser.add_argument("--styles", nargs="*", default=list(REPLIES), choices=list(REPLIES))
     asyncio.run(main(parser.parse_args().styles))

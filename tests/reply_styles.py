@@ -14,6 +14,8 @@ that candidate. The issue (30) lists the four styles that gave no candidate befo
 
 from __future__ import annotations
 
+import json
+import textwrap
 from pathlib import Path
 
 SOFTMAX = Path(__file__).resolve().parents[1] / "examples" / "triton" / "softmax.py"
@@ -125,6 +127,42 @@ STYLES: dict[str, str] = {
     "kernel_only": "Widen the chunks inside the kernel:\n\n" + fence(WIDE_KERNEL),
     "helper_kernel": "With a helper kernel:\n\n" + fence(HELPER_AND_KERNEL),
 }
+
+# Issue 53: the forms models and gateways produce besides those above.
+_LAUNCHER_MODULE = "import triton\n\n\n" + LAUNCHER
+#: The launcher as a chat front end may paste it: no-break spaces in the indentation, a
+#: zero-width space after a name; the kernel with typographic quotes around "-inf".
+_NBSP_LAUNCHER = "\n".join(
+    "\u00a0" * (len(ln) - len(ln.lstrip(" "))) + ln.lstrip(" ") for ln in LAUNCHER.split("\n")
+).replace("BLOCK_SIZE = 64", "BLOCK_SIZE\u200b = 64")
+_CURLY_KERNEL = KERNEL.replace('float("-inf")', "float(\u201c-inf\u201d)")
+
+STYLES |= {
+    "tilde_fence": "~~~ py title=softmax.py\n" + NEW + "~~~\n",
+    "list_item": "1. Widen the block and use more warps:\n\n"
+    + textwrap.indent(fence(_LAUNCHER_MODULE), "   ")
+    + "2. Keep the kernel.\n",
+    "block_quote": textwrap.indent(fence(_LAUNCHER_MODULE, "python3"), "> ", lambda _: True),
+    "crlf": STYLES["two_blocks"].replace("\n", "\r\n"),
+    "unicode_chars": "The kernel:\n\n" + fence(_CURLY_KERNEL) + "\nThe launcher:\n\n"
+    + fence("import triton\n\n\n" + _NBSP_LAUNCHER),
+    "xml_tags": "<answer>\nThe launcher:\n<code>\n" + _LAUNCHER_MODULE + "</code>\n</answer>\n",
+    "json_object": json.dumps(
+        {"explanation": "A wider block and more warps.", "code": _LAUNCHER_MODULE}
+    ),
+    "bare_with_prose": "Only the launcher changes:\n\n" + _LAUNCHER_MODULE
+    + "\nThe kernel stays as it is.\n",
+}  # fmt: skip
+#: The styles issue 53 added (CommonMark, characters, wrappers).
+ADDED_53 = (
+    "tilde_fence", "list_item", "block_quote", "crlf", "unicode_chars", "xml_tags",
+    "json_object", "bare_with_prose",
+)  # fmt: skip
+
+#: A reply cut at the output token limit (``finish_reason: "length"``) inside its code block,
+#: and the rest the model sends when asked to continue (issue 53).
+CUT_FIRST = "Here is the faster version.\n\n```python\n" + NEW[: len(NEW) // 2]
+CUT_REST = NEW[len(NEW) // 2 :] + "```\n"
 
 #: Styles whose candidate is the launcher change (:func:`expected_source`).
 SAME_CHANGE = tuple(s for s in STYLES if s not in ("kernel_only", "helper_kernel"))

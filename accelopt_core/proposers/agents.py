@@ -277,10 +277,18 @@ class AgentProposer:
         except Exception as exc:
             log.exception("%s call failed unexpectedly", role)
             return Sample(None, error=f"{role} failed: {type(exc).__name__}: {exc}", stage="llm")
-        sample = parse_code_reply(done.text, current_source, original=ctx.original, entry=ctx.entry)
+        sample = parse_code_reply(
+            done.text,
+            current_source,
+            original=ctx.original,
+            entry=ctx.entry,
+            cut=done.finish_reason == "length",
+        )
         sample.usage = done.usage
         if sample.source is None:
             sample.error = _why_no_code(sample.error, done)
+        if done.record is not None:  # the transcript shows what reading the reply changed
+            done.record.notes = [*done.notes, *sample.notes]
         verdict = "candidate" if sample.source is not None else "unusable"
         sample.call = self.calls.verdict(done, verdict, sample.error)
         return sample
@@ -288,11 +296,13 @@ class AgentProposer:
 
 def _why_no_code(error: str | None, done: Completion) -> str | None:
     """A parse error made plainer: a reply that was all ``reasoning_content``, or one cut off
-    at the output token limit, says so."""
+    at the output token limit (continued or not), says so."""
     if error == NO_CODE and not done.text.strip() and done.reasoning_chars:
         error = "the reply held only the model's reasoning (reasoning_content) and no answer"
     if done.finish_reason == "length":
         error = f"{error} (the reply was cut off at the output token limit)"
+    elif done.continued:
+        error = f"{error} (the reply was cut off at the output token limit and continued once)"
     return error
 
 

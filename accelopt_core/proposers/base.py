@@ -86,6 +86,8 @@ class Sample:
     ``stage`` says where a sample without source failed: ``parse`` (the reply held nothing
     usable: the search gives the fixer a round quoting ``error``) or ``llm`` (the call itself
     failed). ``call`` is the transcript call that produced it (:attr:`CallRecord.n`).
+    ``notes``: what the parser changed in the reply's code to read it (Unicode spaces,
+    zero-width characters, typographic quotes, line ends: issue 53), one line each.
     """
 
     source: str | None
@@ -94,6 +96,7 @@ class Sample:
     tree: ast.Module | None = field(default=None, repr=False, compare=False)
     stage: str = "parse"
     call: int | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -120,6 +123,8 @@ class CallRecord:
         trimmed: what was left out of the prompt to fit the model's context (``experiences``,
             ``glossary``), in the order it was left out.
         status: HTTP status of a failed call, else None.
+        notes: what was done to the reply to read it (a reply cut at the output limit and
+            continued; characters of its code normalized: :attr:`Sample.notes`), one line each.
     """
 
     n: int
@@ -137,6 +142,7 @@ class CallRecord:
     detail: str | None = None
     trimmed: list[str] = field(default_factory=list)
     status: int | None = None
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (every attribute; the cost rounded to 6 decimals)."""

@@ -28,6 +28,15 @@ API keys. A role's key is read from the environment variable named by its ``apiK
 
 The key is never logged and never appears in an exception message (messages are scrubbed of it
 as a second guard).
+
+Cut replies (issue 53). A code reply (executor, fixer: :data:`CONTINUED_ROLES`) that stopped at
+the output token limit (``finish_reason: "length"``) gets one continuation request: the same
+messages, the cut reply as the assistant's turn and :data:`CONTINUE_PROMPT` (not when the reply
+is empty: its tokens went to the model's reasoning); the continuation is
+appended to the cut text and both requests' tokens count. A continuation that is cut again, or
+that fails, leaves the reply cut (``finish_reason`` ``length``), and the agents name it so. Each
+step is a note on the :class:`Completion` (and so in the run's transcript). No continuation is
+asked for when the token budget is spent.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ import asyncio
 import logging
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -53,6 +62,13 @@ PLACEHOLDER_KEY = "not-needed"
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 #: The chat-completion route, relative to the base URL (OpenAI API reference).
 CHAT_PATH = "/chat/completions"
+#: Roles whose reply cut at the output token limit gets one continuation request.
+CONTINUED_ROLES = frozenset(("executor", "fixer"))
+#: The user turn that asks for the rest of a cut reply.
+CONTINUE_PROMPT = (
+    "Your reply was cut off at the output token limit. Continue it exactly where it stopped: "
+    "no preamble, no repetition of what you already wrote, and close any open code block."
+)
 
 
 class LLMError(Exception):
@@ -114,6 +130,9 @@ class Completion:
         latency_s: seconds from the request to the answer, the client's retries included.
         record: the call's transcript entry, attached by the agents
             (:class:`~accelopt_core.proposers.agents.AgentProposer`), else None.
+        notes: what happened to the reply besides the request (cut at the output limit and
+            continued), one line each.
+        continued: how many continuation requests the text includes (0 or 1).
     """
 
     text: str
@@ -124,6 +143,8 @@ class Completion:
     reasoning_chars: int = 0
     latency_s: float = 0.0
     record: CallRecord | None = None
+    notes: list[str] = field(default_factory=list)
+    continued: int = 0
 
 
 @dataclass(frozen=True)
@@ -287,7 +308,9 @@ class LLMClient:
         ``fixer``) with the role's endpoint and model.
 
         ``messages`` are OpenAI chat messages (``{"role": "system"|"user"|..., "content": str}``);
-        ``temperature`` defaults to ``settings.temperature``.
+        ``temperature`` defaults to ``settings.temperature``. A reply of a
+        :data:`CONTINUED_ROLES` role cut at the output token limit is continued once (see the
+        module docstring): the Completion is then the two requests' together.
 
         Raises:
             LLMBudgetError: the token budget is spent (no request made).
@@ -302,6 +325,17 @@ class LLMClient:
         temp = self.settings.temperature if temperature is None else temperature
         body = {"model": ep.model, "messages": messages, "temperature": temp}
         started = time.monotonic()
+        done = await self._post(ep, client, body)
+        if done.finish_reason == "length" and role in CONTINUED_ROLES:
+            if done.text.strip():
+                done = await self._continued(ep, client, body, done)
+            else:  # its tokens went to reasoning: nothing to continue from
+                done.notes.append("cut at the output token limit with no answer: not continued")
+        done.latency_s = time.monotonic() - started
+        return done
+
+    async def _post(self, ep: _Endpoint, client: openai.AsyncOpenAI, body: dict) -> Completion:
+        """One request of ``body`` to ``ep``'s endpoint, its usage counted; raises LLMError."""
         try:
             # ``post`` with ``cast_to=object`` is the client's own request path (headers, retries,
             # timeout, errors) without its per-call typed-dict transform of the messages and the
@@ -309,9 +343,39 @@ class LLMClient:
             response = await client.post(CHAT_PATH, body=body, cast_to=object)
         except (openai.OpenAIError, ValueError) as exc:
             raise self._classified(ep, exc) from None
-        done = self._record(ep, response)
-        done.latency_s = time.monotonic() - started
-        return done
+        return self._record(ep, response)
+
+    async def _continued(
+        self, ep: _Endpoint, client: openai.AsyncOpenAI, body: dict, cut: Completion
+    ) -> Completion:
+        """``cut`` (a reply stopped at the output token limit) with one continuation request's
+        text appended and its usage added; ``cut`` itself, with a note saying why, when the
+        budget is spent or the continuation fails (never raises an LLMError)."""
+        note = f"cut at the output token limit after {len(cut.text)} characters"
+        messages = [
+            *body["messages"],
+            {"role": "assistant", "content": cut.text},
+            {"role": "user", "content": CONTINUE_PROMPT},
+        ]
+        try:
+            self._ready(ep)
+            more = await self._post(ep, client, {**body, "messages": messages})
+        except LLMError as exc:
+            cut.notes.append(f"{note}; not continued: {exc}")
+            return cut
+        usage = replace(cut.usage)
+        usage.add(more.usage)
+        ended = "cut again" if more.finish_reason == "length" else f"ended: {more.finish_reason}"
+        return Completion(
+            text=cut.text + more.text,
+            usage=usage,
+            model=cut.model,
+            role=cut.role,
+            finish_reason=more.finish_reason,
+            reasoning_chars=cut.reasoning_chars + more.reasoning_chars,
+            notes=[*cut.notes, f"{note}; continued once ({len(more.text)} characters, {ended})"],
+            continued=cut.continued + 1,
+        )
 
     def _classified(self, ep: _Endpoint, exc: Exception) -> LLMError:
         """The LLMError of a failed request: :class:`LLMContextError` for a prompt over the

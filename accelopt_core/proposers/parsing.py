@@ -7,7 +7,11 @@ the candidate). The only exceptions are :func:`parse_plan_reply` / :func:`parse_
 an empty reply (ValueError), which the proposer turns into "fewer plans" / a fallback rule.
 
 Executor and fixer replies, after the model's reasoning is taken off
-(:func:`~accelopt_core.proposers.replies.strip_reasoning`), come in these forms (see
+(:func:`~accelopt_core.proposers.replies.strip_reasoning`), CRLF and CR line ends are read as LF,
+a structured-output reply (a JSON object) is replaced by the code of its string fields
+(:func:`~accelopt_core.proposers.replies.json_answer`) and wrapper tags (``<answer>``,
+``<code>``, ``<solution>``, ``<file>``) are taken off
+(:func:`~accelopt_core.proposers.replies.unwrap_tags`), come in these forms (see
 ``prompts/executor.txt``):
 
 1. SEARCH/REPLACE edit blocks (``<<<<<<< SEARCH`` / ``=======`` / ``>>>>>>> REPLACE``, the
@@ -17,12 +21,24 @@ Executor and fixer replies, after the model's reasoning is taken off
    by the difference in indentation of the first line.
 2. unified diffs (```` ```diff ```` blocks or a bare diff), read with unidiff, each hunk applied
    like a SEARCH/REPLACE block (:mod:`~accelopt_core.proposers.replies`).
-3. fenced code blocks (```` ```python ````, ```` ```py ````, or untagged), or bare code: the
-   complete module, or only what changed (the launcher, the kernel, both in two blocks, a new
-   helper), merged into the current source by top-level name
-   (:mod:`~accelopt_core.proposers.merging`). Blocks with a syntax error are skipped when
-   another block is usable; blocks that define no function or class (snippets, usage) are never
-   merged; an unclosed fence means the reply was cut off.
+3. code blocks as CommonMark defines them, read with markdown-it-py (issue 53): fences of
+   backticks or tildes, at the top level or nested in list items and block quotes (their
+   indentation removed as CommonMark removes it), with any info string (``python``, ``py``,
+   ``triton``, none, ...; a block tagged with another language counts when it parses and defines
+   a function or class); or bare code (the reply, or its lines from the first that starts a
+   statement, parses as Python and defines a function). The complete module, or only what
+   changed (the launcher, the kernel, both in two blocks, a new helper), merged into the
+   current source by top-level name (:mod:`~accelopt_core.proposers.merging`). Blocks with a
+   syntax error are skipped when another block is usable; blocks that define no function or
+   class (snippets, usage) are never merged; a fence still open at the end of the reply means
+   the reply was cut off (CommonMark would close it there: the parser looks for its closing
+   line itself).
+
+The code of every form is normalized before it is parsed
+(:func:`~accelopt_core.proposers.code_chars.normalize_code`: Unicode spaces, zero-width
+characters and typographic quotes outside string literals); each change is a note on the Sample
+(:attr:`~accelopt_core.proposers.base.Sample.notes`), which the agents copy into the run's
+transcript.
 """
 
 from __future__ import annotations
@@ -31,10 +47,20 @@ import ast
 import difflib
 import re
 
+from markdown_it import MarkdownIt
+
 from accelopt_core.kernelfile import KernelFile, restore_harness
 from accelopt_core.proposers.base import Plan, Rule, Sample
+from accelopt_core.proposers.code_chars import normalize_code, normalize_line_ends
 from accelopt_core.proposers.merging import defines_code, merge_code, unused_additions
-from accelopt_core.proposers.replies import Edit, diff_edits, diff_texts, strip_reasoning
+from accelopt_core.proposers.replies import (
+    Edit,
+    diff_edits,
+    diff_texts,
+    json_answer,
+    strip_reasoning,
+    unwrap_tags,
+)
 
 NO_CODE = "reply held no code"
 NO_OP = "edit is a no-op"
@@ -44,8 +70,16 @@ TITLE_MAX = 80
 #: A candidate's code and its parsed module.
 _Code = tuple[str, ast.Module]
 
-_PY_LANGS = {"", "python", "py", "python3", "py3", "triton", "nki"}
+_PY_LANGS = {"", "python", "py", "python3", "py3", "triton", "nki", "pycon", "ipython"}
+#: Languages never read as Python code (diffs are read by the diff path).
+_OTHER_LANGS = {"diff", "patch", "udiff", "json"}
+#: CommonMark without raw HTML: a tag line (``<answer>``) is text, so a fence after it is a fence.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False})
 _FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*$", re.M)
+_FENCE_CLOSE = re.compile(r"^[ \t>]*(`{3,}|~{3,})[ \t]*$")
+_INFO_LANG = re.compile(r"^[{.\s]*([\w+#-]*)")
+#: A line that starts a Python statement a module's code begins with.
+_CODE_START = re.compile(r"^(import |from \S+ import |@|def |async def |class |[A-Za-z_]\w* = )")
 _EDIT_START = re.compile(r"^[ \t]*<{5,9}[ \t]*SEARCH\b[^\n]*$", re.M)
 _EDIT_DIVIDER = re.compile(r"^[ \t]*={5,9}[ \t]*$")
 _EDIT_END = re.compile(r"^[ \t]*>{5,9}[ \t]*REPLACE\b")
@@ -58,26 +92,63 @@ _SECTION_END = re.compile(
 
 # -- code blocks -----------------------------------------------------------------------------
 def fenced_blocks(reply: str) -> tuple[list[tuple[str, str]], bool]:
-    """The fenced blocks of ``reply`` as ``(language, body)`` pairs, in order, and whether a
-    fence was left open (the reply was cut off inside a block)."""
+    """The fenced code blocks of ``reply`` as CommonMark reads them (markdown-it-py), as
+    ``(language, body)`` pairs in order, and whether a fence was left open at the end of the
+    reply (the reply was cut off inside a block; that block is not returned).
+
+    ``language`` is the first word of the info string, lower case (``""`` without one); ``body``
+    has the indentation of its container (list item, block quote, indented fence) removed.
+    An indented code block that holds fences (a reply indented as a whole) is read again
+    without its indentation. A fence closed by the end of its list item or block quote is a
+    block like any other."""
+    text = reply.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
     blocks: list[tuple[str, str]] = []
-    lines = reply.splitlines()
-    i = 0
-    while i < len(lines):
-        m = _FENCE_OPEN.match(lines[i])
-        if not m:
-            i += 1
+    cut_off = False
+    for token in _MARKDOWN.parse(text):
+        if token.type == "code_block" and _FENCE_OPEN.search(token.content):
+            inner, inner_cut = fenced_blocks(token.content)
+            blocks += inner
+            cut_off |= inner_cut
             continue
-        fence, lang = m.group(1), m.group(2).lower()
-        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
-        j = i + 1
-        while j < len(lines) and not close.match(lines[j]):
-            j += 1
-        if j >= len(lines):
-            return blocks, True
-        blocks.append((lang, "\n".join(lines[i + 1 : j]) + "\n"))
-        i = j + 1
-    return blocks, False
+        if token.type != "fence" or token.map is None:
+            continue
+        start, end = token.map
+        if not _closed(token.markup, lines, start, end):
+            cut_off = True
+            continue
+        m = _INFO_LANG.match(token.info)
+        blocks.append(((m.group(1) if m else "").lower(), token.content))
+    return blocks, cut_off
+
+
+def _closed(markup: str, lines: list[str], start: int, end: int) -> bool:
+    """Whether the fence ``markup`` opened on line ``start`` (its token ends before ``end``) was
+    closed: by its closing line, or by the end of its container before the end of the reply.
+    CommonMark closes a fence left open at the end of the document; here that is a cut."""
+    if end - start >= 2:
+        m = _FENCE_CLOSE.match(lines[end - 1])
+        if m and m.group(1)[0] == markup[0] and len(m.group(1)) >= len(markup):
+            return True
+    return any(line.strip() for line in lines[end:])
+
+
+def _is_code(lang: str, body: str) -> bool:
+    """A block to read as Python: any Python tag or none, or another language's tag on a body
+    that parses and defines a function or class."""
+    if not body.strip() or lang in _OTHER_LANGS:
+        return False
+    if lang in _PY_LANGS:
+        return True
+    tree = _parse(normalize_code(body)[0])
+    return isinstance(tree, ast.Module) and defines_code(tree)
+
+
+def _normalized(code: str, where: str, notes: list[str]) -> str:
+    """``code`` normalized (:func:`normalize_code`), each change noted as ``where: change``."""
+    code, changes = normalize_code(code)
+    notes += [f"{where}: {change}" for change in changes]
+    return code
 
 
 def _parse(code: str) -> ast.Module | SyntaxError:
@@ -102,17 +173,30 @@ def _describe(exc: SyntaxError, what: str) -> str:
     return f"{what} has a syntax error{where}: {exc.msg}"
 
 
-def _code_from_blocks(answer: str, current_source: str, entry: str | None) -> Sample | _Code | None:
+def _code_from_blocks(
+    answer: str,
+    current_source: str,
+    entry: str | None,
+    notes: list[str],
+    cut: str | None,
+) -> Sample | _Code | None:
     """Code blocks (or bare code) merged into ``current_source``: the new code and its tree, a
-    failed Sample, or None (no code at all)."""
+    failed Sample, or None (no code at all). ``cut``: why the reply may end early (a wrapper
+    tag left open, the output token limit), which code with no end marker cannot rule out."""
     blocks, cut_off = fenced_blocks(answer)
-    code = [body for lang, body in blocks if lang in _PY_LANGS and body.strip()]
+    code = [
+        _normalized(body, f"code block {n}", notes)
+        for n, (lang, body) in enumerate(blocks, 1)
+        if _is_code(lang, body)
+    ]
     if not code:
         if cut_off:
             return Sample(None, error="reply was cut off inside a code block (no closing fence)")
-        bare = _bare_code(answer)
+        bare = _bare_code(answer, notes)
         if bare is None:
             return None
+        if cut:
+            return Sample(None, error=f"reply was cut off ({cut}): its code may be incomplete")
         code = [bare[0]]
     parsed = [(body, tree) for body in code if isinstance(tree := _parse(body), ast.Module)]
     usable = [(body, tree) for body, tree in parsed if defines_code(tree)]
@@ -262,6 +346,7 @@ def parse_code_reply(
     *,
     original: KernelFile | None = None,
     entry: str | None = None,
+    cut: bool = False,
 ) -> Sample:
     """Turn an executor/fixer reply into a candidate module.
 
@@ -273,44 +358,66 @@ def parse_code_reply(
         original: the user's parsed file; when given, its harness is restored into the
             result with :func:`accelopt_core.kernelfile.restore_harness`.
         entry: the launcher name the result must define (module-level ``def``), if known.
+        cut: the reply stopped at the output token limit (``finish_reason: "length"``): code
+            with no end marker (bare code) is then refused, since it may be incomplete.
 
     Returns:
-        ``Sample(source, tree=<source parsed>)`` with the complete module (the tree is what
-        the search's id and the gate read: the candidate is parsed once, here), or
-        ``Sample(None, error)`` where error is
-        one of: "reply held no code", "edit is a no-op", "... has a syntax error line N: ...",
-        "SEARCH/REPLACE block N does not apply: its SEARCH text starting '...' ...",
+        ``Sample(source, tree=<source parsed>, notes=[...])`` with the complete module (the
+        tree is what the search's id and the gate read: the candidate is parsed once, here;
+        the notes say what was normalized), or ``Sample(None, error, notes=[...])`` where
+        error is one of: "reply held no code", "edit is a no-op", "... has a syntax error line
+        N: ...", "SEARCH/REPLACE block N does not apply: its SEARCH text starting '...' ...",
         "diff hunk N does not apply ...", "the diff cannot be read: ...", "reply was cut off
-        ...", "the reply ended inside the model's reasoning ...", :data:`FRAGMENT`, "the
-        reply only adds `name`, which nothing uses", "the code defines no launcher `name`".
-        Never raises.
+        ...", "the reply ended inside the model's reasoning ...", "the reply is a JSON object
+        with no code in its fields", :data:`FRAGMENT`, "the reply only adds `name`, which
+        nothing uses", "the code defines no launcher `name`". Never raises.
     """
     answer, problem = strip_reasoning(reply or "")
     if problem:
         return Sample(None, error=problem)
-    if _EDIT_START.search(answer):
-        found = _code_from_edits(answer, current_source)
-    elif diffs := diff_texts(fenced_blocks(answer)[0], answer):
-        found = _code_from_diffs(diffs, current_source)
-    else:
-        found = _code_from_blocks(answer, current_source, entry)
+    answer, notes = normalize_line_ends(answer)
+    structured, problem = json_answer(answer)
+    if problem:
+        return Sample(None, error=problem, notes=notes)
+    if structured is not None:
+        answer = structured
+        notes.append("the reply is a JSON object: its code fields were read")
+    answer, open_tag = unwrap_tags(answer)
+    why_cut = f"<{open_tag}> is never closed" if open_tag else None
+    if cut:
+        why_cut = "at the output token limit"
+    found = _code_from_answer(answer, current_source, entry, notes, why_cut)
     if found is None:
-        return Sample(None, error=NO_CODE)
-    if isinstance(found, Sample):
-        return found
-    return _candidate(*found, current_source, original, entry)
+        found = Sample(None, error=NO_CODE)
+    if not isinstance(found, Sample):
+        found = _candidate(*found, current_source, original, entry)
+    found.notes = notes + found.notes
+    return found
 
 
-def _code_from_edits(reply: str, current_source: str) -> _Code | Sample:
+def _code_from_answer(
+    answer: str, current_source: str, entry: str | None, notes: list[str], cut: str | None
+) -> _Code | Sample | None:
+    """The code of an answer in the form it has (edits, diffs, blocks): see
+    :func:`parse_code_reply`."""
+    if _EDIT_START.search(answer):
+        return _code_from_edits(answer, current_source, notes)
+    if diffs := diff_texts(fenced_blocks(answer)[0], answer):
+        return _code_from_diffs(diffs, current_source, notes)
+    return _code_from_blocks(answer, current_source, entry, notes, cut)
+
+
+def _code_from_edits(reply: str, current_source: str, notes: list[str]) -> _Code | Sample:
     """An edit reply: ``current_source`` with its SEARCH/REPLACE blocks applied, or a failed
     Sample (incomplete or non-matching block, no-op, syntax error)."""
     blocks, problem = edit_blocks(reply)
     if problem:
         return Sample(None, error=problem)
-    return _edited(current_source, *apply_edits(current_source, blocks))
+    edits = _normalized_edits(blocks, "SEARCH/REPLACE block", notes)
+    return _edited(current_source, *apply_edits(current_source, edits))
 
 
-def _code_from_diffs(diffs: list[str], current_source: str) -> _Code | Sample:
+def _code_from_diffs(diffs: list[str], current_source: str, notes: list[str]) -> _Code | Sample:
     """A diff reply: ``current_source`` with the hunks of every diff applied in order, or a
     failed Sample (unreadable diff, hunk that does not apply, no-op, syntax error)."""
     edits: list[Edit] = []
@@ -319,7 +426,23 @@ def _code_from_diffs(diffs: list[str], current_source: str) -> _Code | Sample:
         if problem:
             return Sample(None, error=problem)
         edits += found
+    edits = _normalized_edits(edits, "diff hunk", notes)
     return _edited(current_source, *apply_edits(current_source, edits, "diff hunk"))
+
+
+def _normalized_edits(
+    edits: list[tuple[list[str], list[str]]] | list[Edit], what: str, notes: list[str]
+) -> list[Edit]:
+    """Each edit's lines to find and lines that replace them normalized
+    (:func:`normalize_code`), each change noted with the edit's number."""
+    out: list[Edit] = []
+    for n, edit in enumerate(edits, 1):
+        search, replace = edit[0], edit[1]
+        hint = edit[2] if len(edit) > 2 else None  # type: ignore[misc]
+        search = _normalized("\n".join(search), f"{what} {n} (SEARCH)", notes).split("\n")
+        replace = _normalized("\n".join(replace), f"{what} {n}", notes).split("\n")
+        out.append((search, replace, hint))
+    return out
 
 
 def _edited(current_source: str, source: str | None, problem: str | None) -> _Code | Sample:
@@ -364,15 +487,32 @@ def _candidate(
     return Sample(source, tree=tree)
 
 
-def _bare_code(reply: str) -> _Code | None:
-    """A reply that is nothing but Python (no fences): accepted when it parses and defines a
-    module-level function."""
+def _bare_code(reply: str, notes: list[str]) -> _Code | None:
+    """A reply that is nothing but Python (no fences), or holds it from its first line that
+    starts a statement (``import``, ``def``, ``@``, ...) to a later line (prose before and
+    after left out): accepted when that code, normalized, parses and defines a module-level
+    function. The longest such code wins."""
     text = reply.strip("\n")
     if not text.strip():
         return None
-    tree = _parse(text)
-    if isinstance(tree, ast.Module) and _functions(tree):
-        return text + "\n", tree
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), 0)
+    tries = [(0, len(lines))]  # the whole reply, then from its first statement on
+    tries += [(start, end) for end in range(len(lines), start, -1) if lines[end - 1].strip()][:20]
+    normalized: dict[int, tuple[list[str], list[str]]] = {}  # start -> (lines, changes)
+    for first, end in tries:
+        if first not in normalized:
+            changes: list[str] = []
+            code = _normalized("\n".join(lines[first:]), "the code", changes)
+            normalized[first] = (code.split("\n"), changes)
+        code = "\n".join(normalized[first][0][: end - first])
+        tree = _parse(code)
+        if isinstance(tree, ast.Module) and _functions(tree):
+            changes = []  # normalized again, alone: the notes name only the lines kept
+            exact = _normalized("\n".join(lines[first:end]), "the code", changes)
+            if exact == code:
+                notes += changes
+            return code + "\n", tree
     return None
 
 

@@ -33,7 +33,7 @@ from tests.llm_double import (
     status,
     text,
 )
-from tests.reply_styles import PLAN, PROSE, SAME_CHANGE, SOFTMAX, STYLES
+from tests.reply_styles import ADDED_53, PLAN, PROSE, SAME_CHANGE, SOFTMAX, STYLES
 
 pytestmark = pytest.mark.slow
 
@@ -99,6 +99,21 @@ def test_each_reply_style_becomes_a_candidate(styles_run: dict[str, Any], style:
     assert call["verdict"] == "candidate", call["detail"]
 
 
+def test_what_reading_a_reply_changed_is_in_the_transcript(styles_run: dict[str, Any]) -> None:
+    # issue 53: the characters normalized in the code and the line ends, one note each
+    assert set(ADDED_53) <= set(STYLES)
+    transcript = styles_run["run"]["transcript"]
+    notes = {
+        style: next(c["notes"] for c in transcript if c["reply"] == STYLES[style])
+        for style in ("unicode_chars", "crlf", "whole_module")
+    }
+    assert notes["whole_module"] == []
+    assert notes["crlf"] and notes["crlf"][0].startswith("line ends: ")
+    joined = " | ".join(notes["unicode_chars"])
+    assert "U+00A0 NO-BREAK SPACE in the indentation replaced by a space" in joined
+    assert "U+201C LEFT DOUBLE QUOTATION MARK outside string literals" in joined
+
+
 def test_the_styles_of_one_change_are_one_candidate_and_it_ranks(
     styles_run: dict[str, Any],
 ) -> None:
@@ -131,14 +146,15 @@ def test_a_reply_in_no_form_gets_a_fixer_round_that_quotes_why(styles_run: dict[
 # -- service faults, one search --------------------------------------------------------------
 TOKENS = {"prompt_tokens": 100, "completion_tokens": 10}
 CUT_OFF = "Here is the module:\n```python\nimport torch\n\ndef softmax(x):\n    return x"
+CUT_AGAIN = " * 2\n\n\ndef more(x):\n"  # the continuation, cut at the limit too (issue 53)
 
 
 @pytest.fixture(scope="module")
 def faults_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One ``accelopt optimize --verbose -N 2 -K 2`` through: a prompt over the context, a 429
-    with Retry-After, a 5xx, a request that times out, a reply cut off at the output limit.
-    Every answer the double completes bills 100 + 10 tokens; the one that comes too late
-    would bill 100,000."""
+    with Retry-After, a 5xx, a request that times out, a reply cut off at the output limit
+    (and its one continuation cut again). Every answer the double completes bills 100 + 10
+    tokens; the one that comes too late would bill 100,000."""
     env = cli_env_at(tmp_path_factory.mktemp("faults"))
     # The two planner calls run at once. The faults go to first sends, whichever call sends
     # first, and never to a trimmed resend: served in arrival order, the 429 landed on the
@@ -162,6 +178,7 @@ def faults_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             status(503), delay(8, text("late", prompt_tokens=100_000)),
             text(STYLES["search_replace"], **TOKENS), text(STYLES["kernel_only"], **TOKENS),
             text(STYLES["diff"], **TOKENS), text(CUT_OFF, finish_reason="length", **TOKENS),
+            text(CUT_AGAIN, finish_reason="length", **TOKENS),
             role="executor",
         )  # fmt: skip
         proc = run_cli(
@@ -213,12 +230,10 @@ def test_5xx_and_timeouts_are_retried_and_only_billed_tokens_count(
     executor = [c for c in run["transcript"] if c["role"] == "executor"]
     assert len(executor) == 4 and all(c["verdict"] != "failed" for c in executor)
     answered = [c for c in run["transcript"] if c["verdict"] != "failed"]
+    billed = len(answered) + 1  # the cut reply's continuation is a second request of its call
     tokens = run["report"]["tokens"]["total"]
-    assert tokens["calls"] == len(answered)
-    assert (tokens["prompt_tokens"], tokens["completion_tokens"]) == (
-        100 * len(answered),
-        10 * len(answered),
-    )
+    assert tokens["calls"] == billed
+    assert (tokens["prompt_tokens"], tokens["completion_tokens"]) == (100 * billed, 10 * billed)
 
 
 def test_a_cut_off_reply_is_a_reason_in_the_table_and_in_full_with_verbose(
@@ -233,6 +248,16 @@ def test_a_cut_off_reply_is_a_reason_in_the_table_and_in_full_with_verbose(
     [failure] = faults_run["run"]["report"]["failed_candidates"]
     assert failure["stage"] == "parse" and failure["reason"] == why
     assert "run kept: accelopt runs show " in out
+    # one continuation was asked for, with the cut reply as the assistant's turn
+    asked = faults_run["requests"]
+    [cont] = [r for r in asked if any(m["role"] == "assistant" for m in r.messages)]
+    assert cont.messages[-2]["content"] == CUT_OFF
+    [call] = [c for c in faults_run["run"]["transcript"] if c["n"] == failure["call"]]
+    assert call["reply"] == CUT_OFF + CUT_AGAIN and call["finish_reason"] == "length"
+    assert call["notes"] == [
+        f"cut at the output token limit after {len(CUT_OFF)} characters; continued once "
+        f"({len(CUT_AGAIN)} characters, cut again)"
+    ]
 
 
 # -- keys ------------------------------------------------------------------------------------

@@ -170,10 +170,14 @@ async def test_samples_are_requested_concurrently(llm_double: LLMDouble) -> None
 
 
 async def test_truncated_reply_says_so(llm_double: LLMDouble) -> None:
-    llm_double.queue(text("```python\nimport triton\n", finish_reason="length"))
+    # cut at the limit, and its one continuation cut again (issue 53): still a cut reply
+    llm_double.queue(
+        text("```python\nimport triton\n", finish_reason="length"),
+        text("import torch\n", finish_reason="length"),
+    )
     plan = Plan(title="Widen", text="Widen the block.")
     [sample] = await make_proposer(llm_double).implement(make_ctx(), plan, 1)
-    assert sample.source is None
+    assert sample.source is None and len(llm_double.requests) == 2
     assert "cut off inside a code block" in (sample.error or "")
     assert "output token limit" in (sample.error or "")
 
