@@ -751,6 +751,30 @@ def page_text(path: str) -> str:
     return PAGES[path]()
 
 
+def kernelbench_mapping() -> str:
+    """How a KernelBench problem maps onto a harness:
+    :func:`accelopt_core.kernelfile.kernelbench.mapping_doc`, its heading dropped."""
+    from accelopt_core.kernelfile.kernelbench import mapping_doc
+
+    return mapping_doc().removeprefix("**KernelBench problems.** ")
+
+
+#: ``<!-- gen: NAME -->`` in a hand-written page -> the function whose text replaces it.
+INCLUDES: dict[str, Callable[[], str]] = {"kernelbench-mapping": kernelbench_mapping}
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    """MkDocs hook: replace each ``<!-- gen: NAME -->`` marker of a page by its text."""
+
+    def include(m: re.Match[str]) -> str:
+        make = INCLUDES.get(m.group(1))
+        if make is None:
+            raise KeyError(f"{page.file.src_uri}: no generated text named {m.group(1)!r}")
+        return make()
+
+    return re.sub(r"<!-- gen: ([\w-]+) -->", include, markdown)
+
+
 def on_files(files: Any, config: Any) -> Any:
     """MkDocs hook: add the generated reference pages to the site's files."""
     from mkdocs.structure.files import File

@@ -164,3 +164,14 @@ def test_an_undescribed_item_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(model, "BENCH_KEYS", (*model.BENCH_KEYS, "brand_new_key"))
     text = _page("reference/harness.md")
     assert f'| `BENCH["brand_new_key"]` | {REF.UNDESCRIBED} |' in text
+
+
+def test_every_generated_include_is_used_and_known() -> None:
+    """``<!-- gen: NAME -->`` markers of the hand-written pages name texts the hook has."""
+    used = {
+        m
+        for page in (ROOT / "docs").rglob("*.md")
+        for m in re.findall(r"<!-- gen: ([\w-]+) -->", page.read_text("utf-8"))
+    }
+    assert used == set(REF.INCLUDES)
+    assert "ModelNew" in REF.INCLUDES["kernelbench-mapping"]()
