@@ -99,14 +99,15 @@ def fenced_blocks(reply: str) -> tuple[list[tuple[str, str]], bool]:
     ``language`` is the first word of the info string, lower case (``""`` without one); ``body``
     has the indentation of its container (list item, block quote, indented fence) removed.
     An indented code block that holds fences (a reply indented as a whole) is read again
-    without its indentation. A fence closed by the end of its list item or block quote is a
-    block like any other."""
+    without its indentation, and so is a reply whose only fence is indented 4 columns or more
+    under a paragraph line (CommonMark reads it as the paragraph's text). A fence closed by the
+    end of its list item or block quote is a block like any other."""
     text = reply.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
     blocks: list[tuple[str, str]] = []
     cut_off = False
     for token in _MARKDOWN.parse(text):
-        if token.type == "code_block" and _FENCE_OPEN.search(token.content):
+        if token.type == "code_block" and _FENCE_OPEN.match(token.content):
             inner, inner_cut = fenced_blocks(token.content)
             blocks += inner
             cut_off |= inner_cut
@@ -119,7 +120,20 @@ def fenced_blocks(reply: str) -> tuple[list[tuple[str, str]], bool]:
             continue
         m = _INFO_LANG.match(token.info)
         blocks.append(((m.group(1) if m else "").lower(), token.content))
+    if not blocks and not cut_off and (opener := _FENCE_OPEN.search(text)):
+        # a fence indented 4+ columns right after a paragraph line continues the paragraph
+        # in CommonMark; read from that line on, without its indentation
+        rest = text[opener.start() :].split("\n")
+        indent = len(rest[0]) - len(rest[0].lstrip(" \t"))
+        if indent >= 4:
+            return fenced_blocks("\n".join(_dedent(line, indent) for line in rest))
     return blocks, cut_off
+
+
+def _dedent(line: str, width: int) -> str:
+    """``line`` without up to ``width`` leading spaces or tabs."""
+    stripped = line.lstrip(" \t")
+    return line[min(width, len(line) - len(stripped)) :]
 
 
 def _closed(markup: str, lines: list[str], start: int, end: int) -> bool:

@@ -87,6 +87,14 @@ def test_a_reply_indented_as_a_whole_is_read_without_its_indentation() -> None:
     assert sample.error is None and sample.source == NEW
 
 
+def test_a_fence_indented_under_a_paragraph_line_is_still_read() -> None:
+    # CommonMark reads these lines as the paragraph's continuation; models mean a code block
+    body = "def f():\n    pass\n\n    return 1\n"
+    reply = "Here:\n" + textwrap.indent(f"```python\n{body}```\n", "    ") + "Done.\n"
+    assert fenced_blocks(reply) == ([("python", body)], False)
+    assert fenced_blocks("Here:\n    ```python\n    def f():\n") == ([], True)
+
+
 @pytest.mark.parametrize("sep", ["\r\n", "\r"])
 def test_crlf_and_cr_line_ends_are_read_and_noted(sep: str) -> None:
     sample = parse(STYLES["whole_module"].replace("\n", sep))
