@@ -19,7 +19,7 @@ LSP_HANDLED_DOCS = {
     "capabilities.",
     "initialized": "Pulls `workspace/configuration`, registers file watchers where the client "
     "supports dynamic registration.",
-    "shutdown": "Cancels running searches and stops the workers.",
+    "shutdown": "Stops every background job (running searches) and task, then closes the engines.",
     "textDocument/didOpen": "Finds kernels and harnesses; publishes diagnostics.",
     "textDocument/didChange": "Re-parses (debounced); offers only improvements that still apply.",
     "textDocument/didSave": "Profile on save (`accelopt.profileOnSave`); re-reads a changed "
