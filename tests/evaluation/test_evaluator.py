@@ -288,9 +288,9 @@ async def test_the_gate_reads_a_parsed_tree_and_judges_a_source_once(monkeypatch
     gated: list[tuple[str, bool]] = []
     real = evaluator_module.precheck
 
-    def counted(source, entry, baseline, filename, mod, tree=None):
+    def counted(source, entry, baseline, filename, mod, tree=None, **kw):
         gated.append((source, tree is not None))
-        return real(source, entry, baseline, filename, mod, tree)
+        return real(source, entry, baseline, filename, mod, tree, **kw)
 
     monkeypatch.setattr(evaluator_module, "precheck", counted)
     target = ScriptedTarget(*(EvalResult("ok", latency_ms=2.0) for _ in range(4)))
