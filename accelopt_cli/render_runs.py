@@ -165,6 +165,8 @@ def _print_call(out: Console, call: dict[str, Any], *, prompts: bool) -> None:
         f"{trimmed} · {call.get('verdict')}{escape(detail)}",
         soft_wrap=True,
     )
+    for note in call.get("notes") or []:  # what reading the reply changed (issue 53)
+        out.print(f"  note: {escape(str(note))}", highlight=False, soft_wrap=True)
     if prompts:
         for message in call.get("prompt") or []:
             out.print(f"[dim]--- {message.get('role')} ---[/]")

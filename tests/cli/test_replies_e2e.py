@@ -89,7 +89,10 @@ def styles_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                        env=env)  # fmt: skip
         requests = double.requests
     assert proc.returncode == 0, proc.stderr
-    return {"report": json.loads(proc.stdout), "run": shown_run(env), "requests": requests}
+    run = shown_run(env)
+    shown = run_cli("runs", "show", run["run"]["id"], env=env)  # as a user reads it
+    assert shown.returncode == 0, shown.stderr
+    return {"report": json.loads(proc.stdout), "run": run, "requests": requests, "shown": shown}
 
 
 @pytest.mark.parametrize("style", list(STYLES))
@@ -112,6 +115,9 @@ def test_what_reading_a_reply_changed_is_in_the_transcript(styles_run: dict[str,
     joined = " | ".join(notes["unicode_chars"])
     assert "U+00A0 NO-BREAK SPACE in the indentation replaced by a space" in joined
     assert "U+201C LEFT DOUBLE QUOTATION MARK outside string literals" in joined
+    out = styles_run["shown"].stdout
+    for note in notes["unicode_chars"] + notes["crlf"]:
+        assert f"  note: {note}" in out
 
 
 def test_the_styles_of_one_change_are_one_candidate_and_it_ranks(
