@@ -254,6 +254,15 @@ def test_the_denylist_inside_the_kernel_stack(snippet, rule, named):
     assert named in found["message"], found["message"]
 
 
+def test_local_names_like_modules_are_not_taken_for_them():
+    launcher = (
+        "    code = 'abc'\n    c = code.upper()\n    io = x.shape\n    k = io.count(1)\n"
+        "    signal = x.stride(0)\n"
+    )
+    assert verdict(cand(launcher)) is None
+    assert verdict(cand("    m = [torch][0]\n    m.os.system('true')\n"))["rule"] == "gate: shell"
+
+
 def test_the_kernel_stack_parts_kernels_use_pass():
     """What real Triton kernels reach in the stack: the driver's device queries, the tensor
     descriptor, libdevice, ``triton.testing.do_bench``, ``torch.cuda`` queries."""
@@ -262,12 +271,13 @@ def test_the_kernel_stack_parts_kernels_use_pass():
         "    cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None\n"
         "    cdiv = triton.cdiv(n, 64)\n"
     )
+    module = "_TRACING = (torch.compiler.is_compiling, torch._dynamo.is_compiling)\n"
     imports = (
         "from triton.tools.tensor_descriptor import TensorDescriptor\n"
         "from triton.language.extra import libdevice\n"
         "import triton.testing\n"
     )
-    assert verdict(cand(launcher, imports)) is None
+    assert verdict(cand(launcher, imports, module)) is None
 
 
 # --- the user's own package ------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .stack import STACK_ATTRIBUTES, STACK_DENIED
+from .stack import STACK_ATTRIBUTES, STACK_DENIED, STACK_EXCEPTIONS
 
 #: A rule broken: ``(rule, message, 1-based candidate line or None)``.
 Violation = tuple[str, str, int | None]
@@ -269,6 +269,9 @@ def name_rule(name: str) -> tuple[str, str] | None:
     a module it is under; None when it is allowed."""
     if SHELL_NAMES.match(name):
         return SHELL
+    parts = name.split(".")
+    if any(".".join(parts[:i]) in STACK_EXCEPTIONS for i in range(2, len(parts) + 1)):
+        return None  # a part of the kernel stack that kernels use and that is harmless
     while True:
         found = FORBIDDEN_NAMES.get(name)
         if found is not None or "." not in name:

@@ -53,6 +53,7 @@ class Scan:
         self.package_depth = package_depth  # relative imports may reach this many levels up
         self.allowed = allowed  # the modules it may import (.stack.allowed_modules); None: any
         self.called = {id(n.func) for n in self.nodes if isinstance(n, ast.Call)}
+        self.inner = {id(n.value) for n in self.nodes if isinstance(n, ast.Attribute)}
         self.module_imports = {
             (a.asname or a.name).split(".")[0]
             for stmt in module_statements(tree.body)
@@ -144,8 +145,9 @@ class Scan:
         """The denylist's verdict on the canonical dotted ``name`` and, when it reaches another
         module through a re-exported module attribute (``torch.os.system``:
         :func:`.stack.reached_module`), on the name in that module; for a name resolved from an
-        import (``alias``), that module must also be allowed."""
-        rule = name_rule(name)
+        import (``alias``), that module must also be allowed. A name rooted in anything else (a
+        local ``code``, ``io``, ``self``) is judged by the module it reaches only."""
+        rule = name_rule(name) if alias else None
         reached = reached_module(name)
         if rule is None and reached is not None:
             rule = name_rule(reached[1])
@@ -169,6 +171,8 @@ class Scan:
             return None
         rule = ATTRIBUTES.get(attr[1])
         name = dotted_name(node)
+        if rule is None and id(node) in self.inner:
+            return None  # the whole chain is judged by its name (``torch.compiler.is_compiling``)
         if rule is None and name is not None:
             alias = name.split(".")[0] in self.aliases
             if alias:

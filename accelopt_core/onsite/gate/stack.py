@@ -170,6 +170,20 @@ STACK_DENIED = {
     ),
 }
 
+#: Names under :data:`STACK_DENIED` that kernel libraries use and that do none of it: queries
+#: whether a compiler traces the call, the decorators that keep one out, the compile error class.
+STACK_EXCEPTIONS = frozenset(
+    (
+        "torch.compiler.is_compiling",
+        "torch.compiler.is_dynamo_compiling",
+        "torch.compiler.disable",
+        "torch._dynamo.is_compiling",
+        "torch._dynamo.disable",
+        "triton.compiler.errors",
+        "triton.compiler.CompilationError",
+    )
+)
+
 #: Attribute names denied on any object (module docstring): ``{rule group: names}``.
 STACK_ATTRIBUTES = {
     "native": (
