@@ -55,15 +55,18 @@ from tests.onsite.runs import connections, listener, unix_listener
 
 ESCAPES = sorted(n for n in HACKS if n.startswith("escape_"))
 
+HOME = pwd.getpwuid(os.getuid()).pw_dir
+
 #: How each ends at run time: ``(status, text in its message)``. A shell's failed redirection
 #: is no error of the candidate's (its result is ``ok``, its files are not there); reading the
-#: key from the environment finds none and writes into the scratch ``HOME``.
+#: key from the environment finds none and writes into the scratch ``HOME``, which rejects it
+#: (issue 53: ``wrote ~/...``), as does a write the sandbox refused (``tried to write``).
 RUNTIME = {
     "escape_ctypes_system": ("ok", None),
-    "escape_env_key": ("ok", None),
-    "escape_etree_home": ("runtime_error", "Permission denied"),
-    "escape_logging_home": ("runtime_error", "Permission denied"),
-    "escape_numpy_save": ("runtime_error", "Permission denied"),
+    "escape_env_key": ("rejected", "wrote ~/accelopt-escape-"),
+    "escape_etree_home": ("rejected", f"tried to write {HOME}/accelopt-escape-"),
+    "escape_logging_home": ("rejected", f"tried to write {HOME}/accelopt-escape-"),
+    "escape_numpy_save": ("rejected", f"tried to write {HOME}/accelopt-escape-"),
     "escape_proc_environ": ("runtime_error", "Permission denied"),
     "escape_pydoc_shell": ("ok", None),
     "escape_shutil_ssh": ("runtime_error", None),
@@ -74,7 +77,6 @@ RUNTIME = {
     "escape_xml_url": ("runtime_error", "Connection refused"),
 }
 
-HOME = pwd.getpwuid(os.getuid()).pw_dir
 needs_landlock = pytest.mark.skipif(
     landlock.abi() < landlock.MIN_ABI,
     reason=f"no Landlock ABI {landlock.MIN_ABI} here: the filesystem part is bubblewrap's or a "
@@ -369,12 +371,13 @@ def test_bubblewrap_in_place_of_landlock_ranks_the_original_and_stops_escapes(
     original = run["results"].pop("original/bwrap")
     assert original["status"] == "ok", original["message"]
     assert not any(w.startswith(NOTE_PREFIX) for w in original["warnings"])  # a whole sandbox
-    # under bubblewrap a write into the private /tmp succeeds and vanishes with the worker, and
-    # /proc is the worker's own PID namespace (no process there holds the key)
+    # under bubblewrap the home is read-only and a write into the worker's private /tmp, outside
+    # the evaluation's directories, is refused too: both are rejected, naming the path (issue
+    # 53); /proc is the worker's own PID namespace (no process there holds the key)
     stopped = {
-        "escape_etree_home": "Read-only file system",
+        "escape_etree_home": f"tried to write {HOME}/accelopt-escape-",
         "escape_xml_url": "Connection refused",
-        "escape_proc_environ": None,
+        "escape_proc_environ": "tried to write /tmp/accelopt-escape-",
         "escape_pydoc_shell": None,
     }
     for key, result in run["results"].items():

@@ -255,7 +255,9 @@ def test_the_judge_reads_the_python_environment_but_not_the_home_directory(
         from accelopt_core.onsite.judge.peers import new_dirs
 
         state = policy.setup_worker()
-        dirs = new_dirs()
+        shared = Path(state["caches"][0])
+        (shared / "entry").write_text("compiled by the worker")
+        dirs, other = new_dirs(), new_dirs()  # another evaluation of the same worker
         policy.confine_judge(dirs)
         numpy = subprocess.run([sys.executable, "-c", "import numpy"], capture_output=True)
         return {
@@ -263,7 +265,14 @@ def test_the_judge_reads_the_python_environment_but_not_the_home_directory(
             "HOME": os.environ["HOME"] == dirs["cwd"] == os.getcwd(),
             "scratch": attempt(write(Path(dirs["cwd"]) / "f")),
             "exchange": attempt(write(Path(dirs["x"]) / "f")),
-            "compiler cache": attempt(write(Path(state["caches"][0]) / "probe")),
+            "another evaluation's scratch": attempt(write(Path(other["cwd"]) / "f")),
+            "another evaluation's exchange": attempt(write(Path(other["x"]) / "f")),
+            "shared compiler cache": attempt(write(shared / "probe")),
+            "shared compiler cache, read": attempt(lambda: (shared / "entry").read_text()),
+            "own compiler cache": attempt(write(Path(os.environ["TRITON_CACHE_DIR"]) / "p")),
+            "own compiler cache is the evaluation's": str(
+                Path(os.environ["TRITON_CACHE_DIR"]).parent == Path(dirs["root"]) / "caches"
+            ),
             "/dev/null": attempt(write("/dev/null")),
             "the test's directory": attempt(write(outside)),
             "home listing": attempt(lambda: os.listdir(home)),
@@ -280,7 +289,12 @@ def test_the_judge_reads_the_python_environment_but_not_the_home_directory(
         "HOME": True,
         "scratch": "ok",
         "exchange": "ok",
-        "compiler cache": "ok",
+        "another evaluation's scratch": "EACCES",
+        "another evaluation's exchange": "EACCES",
+        "shared compiler cache": "EACCES",
+        "shared compiler cache, read": "ok",
+        "own compiler cache": "ok",
+        "own compiler cache is the evaluation's": "True",
         "/dev/null": "ok",
         "the test's directory": "EACCES",
         "home listing": "EACCES",

@@ -92,6 +92,7 @@ def isolate(chan_fds: tuple[int, int], dirs: dict, signum: int, judge: int) -> t
     if os.getppid() != judge:  # the judge died before the death signal was armed
         os._exit(1)
     os.chdir(dirs["cwd"])
+    os.environ["HOME"] = dirs["cwd"]  # issue 53: each process's own (the judge set its own)
     for var in ("TMPDIR", "TEMP", "TMP"):
         os.environ[var] = dirs["tmp"]
     import tempfile
@@ -245,12 +246,21 @@ def serve(chan: Channel, setup: dict, ctx: dict) -> None:
     """Load the candidate, then answer the judge's requests until ``exit`` or the end of the
     channel; never returns."""
     me = _Contestant(chan, setup, ctx)
+    _guard_writes(chan, setup["dirs"])
     first = me.load(setup["candidate_source"], setup["entry"], setup.get("project"))
     chan.send(first)
     if "error" in first:
         os._exit(0)
     handlers = {"check": me.check, "time": me.time, "send": me.send}
     serve_requests(chan, handlers, lambda exc, _msg: classify(exc, "run", ctx))
+
+
+def _guard_writes(chan: Channel, dirs: dict) -> None:
+    """Issue 53, item 5: before the candidate loads, refuse each attempt to write outside the
+    evaluation's directories and report it to the judge (:func:`..sandbox.writes.guard_process`)."""
+    from ..sandbox.writes import guard_process
+
+    guard_process(dirs, chan.send)
 
 
 def main(chan_fds: tuple[int, int], setup: dict, ctx: dict) -> None:

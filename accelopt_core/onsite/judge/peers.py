@@ -29,8 +29,9 @@ from ..runtime.failures import Failure
 from ..runtime.loading import project_of
 from ..sandbox.scratch import PREFIX as _PREFIX
 from ..sandbox.scratch import scratch_roots, sweep
+from ..sandbox.writes import DENIED, WRITE_RULE, Watch, denied_message, peer_dirs
 from . import referee
-from .rules import discard, protocol_violation
+from .rules import discard, protocol_violation, rejected
 
 #: Extra seconds the judge waits for an answer past the supervisor's deadline (the supervisor
 #: kills both processes first and reports the timeout with the candidate's hang line).
@@ -127,6 +128,9 @@ class Candidate:
         #: per kernel of the candidate: launches and interpreter ms over the checks (its report)
         self.kernels: dict[str, dict] = {}
         self._n = 0
+        #: the candidate's directories as the judge made them (issue 53; :func:`spawn` sets it)
+        self.watch: Watch | None = None
+        self._op: str | None = None
 
     def path(self, name: str) -> str:
         """A fresh file name in the exchange directory (chosen by the judge, never by the
@@ -147,9 +151,28 @@ class Candidate:
                     result_dict("timeout", "no answer from the candidate process")
                 ) from None
             raise protocol_violation(str(exc)) from None
+        self._writes_seen(answer)
         if "error" in answer:
             raise Failure(self.sanitized(answer["error"]))
         return answer
+
+    def _writes_seen(self, answer: dict) -> None:
+        """Issue 53, item 5: raise the ``file written`` rejection when the candidate tried to
+        write where the sandbox refuses it (``answer`` is the report of
+        :func:`..sandbox.writes.guard`) or created, changed or removed a file in its
+        directories since the last answer (:meth:`..sandbox.writes.Watch.seen`; the reference
+        and compile-stage processes have no watch). An error answer keeps its own verdict (a
+        failed GPU compile may leave its temporary files behind)."""
+        if self.watch is None:
+            return
+        when = _WHEN.get(self._op, "during the call")
+        if DENIED in answer:
+            raise rejected(WRITE_RULE, denied_message(answer, when))
+        if "error" in answer:
+            return
+        found = self.watch.seen(when)
+        if found is not None:
+            raise rejected(WRITE_RULE, found)
 
     def sanitized(self, error) -> dict:
         """What an error report of this process may claim (:func:`_sanitized`)."""
@@ -157,6 +180,7 @@ class Candidate:
 
     def ask(self, message: dict, expect: str) -> dict:
         """Send ``message``; the answer, which must hold the key ``expect``."""
+        self._op = message.get("op")
         try:
             self.chan.send(message)
         except ChannelError:
@@ -269,7 +293,19 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Candidate:
     }
     cctx = {k: ctx[k] for k in _CTX_KEYS if k in ctx}
     body = lambda fds: contestant.main(fds, setup, cctx)  # noqa: E731
-    return fork_peer(req, ctx, body, Candidate, dirs["x"])
+    watch = Watch(dirs)  # issue 53: before the candidate can write
+    cand = fork_peer(req, ctx, body, Candidate, dirs["x"])
+    cand.watch = watch
+    return cand
+
+
+#: How a write is placed in time, by the request that was being answered (issue 53).
+_WHEN = {
+    None: "while loading",
+    "check": "during the call",
+    "time": "during the timed calls",
+    "send": "while sending its outputs",
+}
 
 
 #: Longest wait for one answer of the reference process, s: ``min(30, timeout / 2)``, so a
@@ -346,7 +382,7 @@ def spawn_reference(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Referen
         "source_name": str(req.get("source_name") or "candidate.py"),
         "project": project_of(req),
         "use_cuda": use_cuda,
-        "dirs": dirs,
+        "dirs": peer_dirs(dirs, "reference"),  # issue 53: outside the candidate's
         "memory_limit_mb": int(req.get("memory_limit_mb") or 8192),
         "judge": os.getpid(),
     }

@@ -9,7 +9,8 @@ actor) wrap the worker's command with :func:`command` instead. The worker then s
   ``/dev/shm``) plus the accelerators' device nodes, a ``/proc`` of its own PID namespace (no
   other process of the machine is visible);
 - the home directories replaced by empty read-only ones, except the Python environment inside
-  them (read-only) and the compiler caches (writable);
+  them and the shared compiler caches (both read-only: evaluations compile into caches of
+  their own, :mod:`.caches`);
 - its own network namespace (only a loopback interface), and death with its starter.
 """
 
@@ -64,14 +65,14 @@ def command(
     devices: Iterable[str],
 ) -> list[str]:
     """``argv`` run by ``bwrap`` as the module describes: ``homes`` hidden, the paths of
-    ``inside_homes`` bound back read-only, ``caches`` bound writable, ``devices`` bound."""
+    ``inside_homes`` bound back read-only, ``caches`` bound read-only (:mod:`.caches`), ``devices`` bound."""
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for home in homes:
         args += ["--tmpfs", home]
     for path in inside_homes:
         args += ["--ro-bind", path, path]
-    for path in caches:
-        args += ["--bind", path, path]
+    for path in caches:  # read-only: evaluations compile into caches of their own (issue 53)
+        args += ["--ro-bind", path, path]
     for home in homes:  # the mount points are made: nothing else may be written there
         args += ["--remount-ro", home]
     for path in devices:

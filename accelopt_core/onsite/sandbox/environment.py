@@ -70,6 +70,7 @@ CACHE_VARS = {
     "CUDA_CACHE_PATH": "cuda",
     "NEURON_COMPILE_CACHE_URL": "neuron",
     "TORCHINDUCTOR_CACHE_DIR": "inductor",
+    "PYTORCH_KERNEL_CACHE_PATH": "torch-kernels",
 }
 
 
@@ -116,15 +117,17 @@ def cache_root(environ: Mapping[str, str]) -> str:
     return os.path.join(base, "accelopt", "compile")
 
 
-def compile_caches(environ: Mapping[str, str]) -> dict[str, str]:
+def compile_caches(environ: Mapping[str, str], fallback: bool = True) -> dict[str, str]:
     """``{variable: value}`` of the compiler caches (:data:`CACHE_VARS`): a variable the user
     set is kept, the others point into :func:`cache_root` (Triton's own default, ``~/.triton``,
     would be the scratch directory once ``HOME`` points there), or into :func:`fallback_root`
     when that cannot be made or written (a read-only ``HOME``). Without the fallback every
     kernel's compile failed with the cache's ``Permission denied``, a verdict on the candidate
-    for the machine's fault."""
+    for the machine's fault. Without ``fallback`` the root stays where it is (read-only
+    under bubblewrap, where evaluations compile into caches of their own, :mod:`.caches`)."""
     root = cache_root(environ)
-    if not all(environ.get(var) for var in CACHE_VARS) and not _writable_dir(root):
+    unset = not all(environ.get(var) for var in CACHE_VARS)
+    if fallback and unset and not _writable_dir(root):
         root = fallback_root(environ)
     return {var: environ.get(var) or os.path.join(root, sub) for var, sub in CACHE_VARS.items()}
 

@@ -162,6 +162,40 @@ def ruleset(
     return fd
 
 
+#: The rights that change the file system (every handled right but :data:`READ`).
+WRITES = ((1 << 13) - 1) & ~READ | REFER | TRUNCATE
+
+
+def writes_ruleset(
+    writable: Iterable[str], files_writable: Iterable[str] = (), version: int | None = None
+) -> int:
+    """A ruleset (its fd) handling only the rights of :data:`WRITES`: writes only beneath
+    ``writable``, existing files opened for writing beneath ``files_writable``; reads are left
+    to the rulesets already enforced. Enforced over a broader one (:func:`enforce`; rulesets
+    stack, each must allow an access), it narrows the writable paths: the judge narrows its
+    worker's scratch roots to its own evaluation's directories (issue 53).
+
+    Raises:
+        OSError: no Landlock, an ABI under :data:`MIN_ABI`, or a system call failed.
+    """
+    version = abi() if version is None else version
+    if version < MIN_ABI:
+        raise OSError(0, f"Landlock ABI {version} (needs {MIN_ABI}: Linux 5.19 or later)")
+    rights = WRITES & handled(version)
+    ruleset_attr = _structs()[0]
+    fd = checked(
+        _libc().syscall(SYS_CREATE_RULESET, ctypes.byref(ruleset_attr(rights, 0, 0)), 8, 0),
+        "landlock_create_ruleset",
+    )
+    try:
+        grant(fd, writable, rights)
+        grant(fd, files_writable, (WRITE_FILE | TRUNCATE) & rights)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def grant(fd: int, paths: Iterable[str], access: int) -> None:
     """Add a rule per path of ``paths`` (missing ones skipped) granting ``access`` (the
     handled rights for writable paths, :data:`READ` for readable ones) to the ruleset ``fd``.

@@ -9,8 +9,9 @@ set-up, the judge's confinement, and the warning when a part is missing.
   set, the network cut (:mod:`.netns`, else :mod:`.seccomp`; under bubblewrap, already done),
   the read rules prepared. Once per worker: a warm worker's candidates pay nothing for it.
 - The judge (forked per request) calls :func:`confine_judge` before anything else:
-  ``HOME``/``TMPDIR`` and its working directory in the scratch directory, then Landlock (writes
-  only to the scratch directories, the compiler caches and the device nodes). The candidate,
+  ``HOME``/``TMPDIR`` and its working directory in the scratch directory, compile caches of
+  the evaluation's own (:mod:`.caches`), then Landlock (writes only to this evaluation's
+  directories and the device nodes; the shared compiler caches are read-only). The candidate,
   reference and compile-stage processes it forks, and NKI candidates that run inside it,
   inherit all of it.
 - The candidate, reference and compile-stage processes call :func:`close_unix_sockets` before
@@ -28,7 +29,7 @@ from __future__ import annotations
 import os
 import platform
 
-from . import bwrap, environment, landlock, netns, paths, procfs, seccomp
+from . import bwrap, caches, environment, landlock, netns, paths, procfs, seccomp
 from .launch import disabled, landlock_abi
 from .scratch import scratch_roots
 
@@ -124,7 +125,9 @@ def setup_worker() -> dict:
     env = environment.confined_environ(os.environ)
     os.environ.clear()
     os.environ.update(env)
-    caches = environment.compile_caches(os.environ)
+    # under bubblewrap the shared caches are bound read-only: no writable fallback in the
+    # worker's /tmp, which its candidates could write (issue 53)
+    caches = environment.compile_caches(os.environ, fallback=not os.environ.get(bwrap.FLAG_VAR))
     os.environ.update(caches)
     STATE["caches"] = environment.cache_dirs(caches)
     STATE["network"], STATE["network_why"] = _network(off)
@@ -138,9 +141,10 @@ def setup_worker() -> dict:
             STATE["procfs"] = f"read-only but the processes ({procfs.protect()} entries)"
         except OSError as exc:
             STATE["procfs_why"] = str(exc)
-        writable = STATE["scratch"] + STATE["caches"] + paths.device_nodes()
+        # the shared compile caches: read, never written, from a judge's tree (issue 53)
+        writable = STATE["scratch"] + paths.device_nodes()
         try:
-            readable = paths.readable(os.environ, writable)
+            readable = paths.readable(os.environ, writable) + STATE["caches"]
             STATE["ruleset"] = landlock.ruleset(
                 readable, writable, listable=paths.LISTABLE, files_writable=paths.FILES_WRITABLE
             )
@@ -160,23 +164,38 @@ def confine_judge(dirs: dict) -> None:
     os.environ.update(environment.scratch_environ(dirs["cwd"], dirs["tmp"]))
     tempfile.tempdir = dirs["tmp"]  # the supervisor's choice, cached before the fork
     os.chdir(dirs["cwd"])
+    caches.use_private(dirs)  # issue 53: compile caches of this evaluation's own
     fd = STATE["ruleset"]
     if fd is None:
         return
-    outside = [
-        d
-        for d in (dirs.get("root"), dirs.get("xroot"))
-        if d and not paths.under(d, STATE["scratch"])
-    ]
+    own = [d for d in (dirs.get("root"), dirs.get("xroot")) if d]
+    outside = [d for d in own if not paths.under(d, STATE["scratch"])]
     try:
         if outside:
             landlock.grant(fd, outside, landlock.handled(landlock.abi()))
         landlock.enforce(fd)
+        _narrow_writes(own)
     except OSError as exc:
         STATE["filesystem"], STATE["filesystem_why"] = None, f"Landlock failed: {exc}"
     finally:
         os.close(fd)
         STATE["ruleset"] = None
+
+
+def _narrow_writes(own: list[str]) -> None:
+    """A second Landlock layer (:func:`.landlock.writes_ruleset`): writes only beneath this
+    evaluation's directories ``own``, the device nodes and ``/proc``'s existing files, not
+    in the worker's other evaluations' directories, which the worker's ruleset grants (its
+    scratch roots hold them all; issue 53).
+
+    Raises:
+        OSError: the kernel refused.
+    """
+    fd = landlock.writes_ruleset(own + paths.device_nodes(), paths.FILES_WRITABLE)
+    try:
+        landlock.enforce(fd)
+    finally:
+        os.close(fd)
 
 
 def describe() -> dict:

@@ -90,7 +90,10 @@ def _body(fds: tuple[int, int], setup: dict) -> None:
         warnings: list[str] = []
         if setup["use_cuda"]:
             setup["gpu"] = _cuda_device(setup["gpu"], warnings)
+        from ..sandbox.writes import guard_process
         from .compile import run_stage
+
+        guard_process(setup["dirs"])  # issue 53: it runs the candidate's code too
 
         try:
             answer = run_stage(setup)
@@ -225,6 +228,7 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> StagePeer | None:
     candidate and reference processes, before CUDA is initialised."""
     from ..judge.peers import Candidate, fork_peer
     from ..runtime.loading import project_of
+    from ..sandbox.writes import peer_dirs
 
     device, warning = device_for(req)
     if device is None:
@@ -241,7 +245,7 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> StagePeer | None:
         "seed": (req.get("seeds") or [1])[0],
         "gpu": device,
         "use_cuda": use_cuda,
-        "dirs": dirs,
+        "dirs": peer_dirs(dirs, "stage"),  # issue 53: outside the candidate's directories
         "memory_limit_mb": int(req.get("memory_limit_mb") or 8192),
         "judge": os.getpid(),
     }
