@@ -50,6 +50,17 @@ class Search:
     wall_s: float
 
 
+#: The hacks served: all but the gate-only ``write_*`` / ``stack_*`` candidates of issue 53,
+#: which tests/adversarial/test_escapes.py gates one by one, of which three stand for the rest
+#: here (a search takes at most 64 samples per plan: search.samplesPerPlan).
+SERVED = {
+    name: source
+    for name, source in HACKS.items()
+    if not name.startswith(("write_", "stack_"))
+    or name in ("write_wave", "stack_ctypeslib_system", "stack_triton_cache")
+}
+
+
 def _script(req: RecordedRequest) -> str | None:
     if req.role == "planner":
         return PLAN
@@ -64,7 +75,7 @@ def search(tmp_path_factory: pytest.TempPathFactory) -> Search:
     kernel = work / "softmax.py"
     shutil.copy(SOFTMAX, kernel)
     env = private_env(work)
-    samples = [executor_reply(src) for src in HACKS.values()] + [FAST_REWRITE]
+    samples = [executor_reply(src) for src in SERVED.values()] + [FAST_REWRITE]
     with LLMDouble(script=_script) as double:
         double.queue(*(text(s) for s in samples), role="executor")
         env[TEST_API_KEY_ENV] = TEST_API_KEY
@@ -91,11 +102,11 @@ def _ranked(search: Search) -> list[tuple[str | None, float]]:
 
 
 def test_every_candidate_was_served_to_the_search(search: Search) -> None:
-    assert search.roles.count("executor") == len(HACKS) + 1
+    assert search.roles.count("executor") == len(SERVED) + 1
     assert search.report["proposer"] == "llm" and search.report["baseline"]["correct"]
     assert search.report["duplicates"] == 0  # every hack was a distinct candidate
-    assert search.report["evaluated"] + sum(search.report["failures"].values()) >= len(HACKS)
-    print(f"adversarial search: {len(HACKS)} hacks + 1 tuning in {search.wall_s:.1f} s")
+    assert search.report["evaluated"] + sum(search.report["failures"].values()) >= len(SERVED)
+    print(f"adversarial search: {len(SERVED)} hacks + 1 tuning in {search.wall_s:.1f} s")
 
 
 def test_no_hack_is_ranked(search: Search) -> None:
@@ -148,7 +159,7 @@ def test_escapes_the_gate_catches_are_remembered_with_their_rule(search: Search)
     caught = {e.hack: hack_name(e.fast_source) for e in search.experiences if e.hack}
     for name in ("escape_env_key", "escape_logging_home"):  # their rules are new
         rule = ESCAPE_GATE[name]
-        sharing = {n for n, src in HACKS.items() if _gate_rule(src) == rule}
+        sharing = {n for n, src in SERVED.items() if _gate_rule(src) == rule}
         assert name in sharing and caught.get(rule) in sharing, (rule, caught.get(rule))
 
 
