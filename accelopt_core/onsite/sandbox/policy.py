@@ -37,7 +37,7 @@ from .scratch import scratch_roots
 NOTE_PREFIX = "sandbox: "
 
 #: What :func:`setup_worker` did: ``network`` and ``filesystem`` (how, or None),
-#: ``network_why`` / ``filesystem_why`` (why not), ``caches`` (writable directories),
+#: ``network_why`` / ``filesystem_why`` (why not), ``caches`` (the shared compile caches' directories: read-only to the judges),
 #: ``readable`` (read rules for Landlock), ``procfs`` / ``procfs_why`` (:mod:`.procfs`),
 #: ``unix_sockets`` / ``unix_sockets_why`` (:func:`close_unix_sockets` will refuse them, or
 #: why not).
@@ -127,9 +127,9 @@ def setup_worker() -> dict:
     os.environ.update(env)
     # under bubblewrap the shared caches are bound read-only: no writable fallback in the
     # worker's /tmp, which its candidates could write (issue 53)
-    caches = environment.compile_caches(os.environ, fallback=not os.environ.get(bwrap.FLAG_VAR))
-    os.environ.update(caches)
-    STATE["caches"] = environment.cache_dirs(caches)
+    shared = environment.compile_caches(os.environ, fallback=not os.environ.get(bwrap.FLAG_VAR))
+    os.environ.update(shared)
+    STATE["caches"] = environment.cache_dirs(shared)
     STATE["network"], STATE["network_why"] = _network(off)
     STATE["filesystem"], STATE["filesystem_why"] = _filesystem(off)
     STATE["unix_sockets"], STATE["unix_sockets_why"] = _unix_sockets(off)
