@@ -65,7 +65,8 @@ def command(
     devices: Iterable[str],
 ) -> list[str]:
     """``argv`` run by ``bwrap`` as the module describes: ``homes`` hidden, the paths of
-    ``inside_homes`` bound back read-only, ``caches`` bound read-only (:mod:`.caches`), ``devices`` bound."""
+    ``inside_homes`` bound back read-only, ``caches`` bound read-only (:mod:`.caches`),
+    ``devices`` bound."""
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for home in homes:
         args += ["--tmpfs", home]

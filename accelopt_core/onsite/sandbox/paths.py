@@ -10,8 +10,9 @@
   a candidate cannot read ``~/.ssh``, ``~/.aws``, ``~/.config`` or a project's ``.env``.
 - Read only: the worker's shared compiler caches (:mod:`.caches`, issue 53).
 - Write: the evaluation's scratch directories (its own compiler caches inside), ``/dev/null``
-  and the accelerators' device nodes (:func:`device_nodes`: ``/dev/nvidia*`` and ``/dev/nvidia-caps``
-  for CUDA, ``/dev/neuron*`` for the Neuron runtime, ``/dev/kfd`` and ``/dev/dri`` for ROCm).
+  and the accelerators' device nodes (:func:`device_nodes`: ``/dev/nvidia*`` and
+  ``/dev/nvidia-caps`` for CUDA, ``/dev/neuron*`` for the Neuron runtime, ``/dev/kfd`` and
+  ``/dev/dri`` for ROCm).
 - Write existing files, create nothing: beneath ``/proc`` (:data:`FILES_WRITABLE`).
 """
 

@@ -187,11 +187,11 @@ def guard(send, writable: Iterable[str]) -> None:
     candidate could catch and carry on from; the attempt is reported before the system call is
     made, so it is known however the candidate goes on. Refusing it here also covers what
     Landlock does not govern: ``chmod``, ``chown`` and ``utime`` of a file outside the scratch
-    directory succeed under Landlock (measured here, Linux 6.x, ABI 7). Python's audit events (``open`` for writing, ``os.remove``, ``os.rename``, ...;
-    ``sys.addaudithook``, which no code can remove) see writes made through Python; a write
-    made by native code is refused by the sandbox without a report. Also stops bytecode
-    caching (``sys.dont_write_bytecode``): an import must not try to write a ``.pyc``
-    beside a read-only source."""
+    directory succeed under Landlock (measured here, Linux 6.x, ABI 7). Python's audit events
+    (``open`` for writing, ``os.remove``, ``os.rename``, ...; ``sys.addaudithook``, which no
+    code can remove) see writes made through Python; a write made by native code is refused by
+    the sandbox without a report. Also stops bytecode caching (``sys.dont_write_bytecode``): an
+    import must not try to write a ``.pyc`` beside a read-only source."""
     import sys
 
     roots = tuple(os.path.realpath(p) for p in writable)
