@@ -39,8 +39,8 @@ NOTE_PREFIX = "sandbox: "
 #: What :func:`setup_worker` did: ``network`` and ``filesystem`` (how, or None),
 #: ``network_why`` / ``filesystem_why`` (why not), ``caches`` (the shared compile caches'
 #: directories: read-only to the judges), ``readable`` (read rules for Landlock), ``procfs`` /
-#: ``procfs_why`` (:mod:`.procfs`), ``unix_sockets`` / ``unix_sockets_why`` (:func:`close_unix_sockets` will refuse them, or
-#: why not).
+#: ``procfs_why`` (:mod:`.procfs`), ``unix_sockets`` / ``unix_sockets_why``
+#: (:func:`close_unix_sockets` will refuse them, or why not).
 STATE: dict = {}
 
 
