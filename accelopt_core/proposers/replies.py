@@ -76,6 +76,8 @@ _WRAPPER_OPEN = re.compile(rf"<({_TAG_NAMES})\b[^<>\n]*>", re.IGNORECASE)
 _WRAPPER_CLOSE = re.compile(rf"</({_TAG_NAMES})\s*>", re.IGNORECASE)
 _MARKDOWN_CODE = re.compile(r"^[ \t>]*(`{3,}|~{3,})|^[ \t]*<{5,9}[ \t]*SEARCH\b", re.M)
 _JSON_FENCE = re.compile(r"^(`{3,}|~{3,})[ \t]*(json)?[ \t]*\n(.*)\n\1[ \t]*$", re.I | re.S)
+#: The start of a JSON object: a brace, then a quoted key and its colon.
+_JSON_START = re.compile(r'^\{\s*"[^"\n]*"\s*:')
 #: JSON fields whose multi-line text is code even when it does not parse.
 _CODE_FIELDS = frozenset(
     ("code", "source", "source_code", "kernel", "module", "python", "file", "content",
@@ -147,7 +149,7 @@ def json_answer(answer: str) -> tuple[str | None, str | None]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        if text[:1] == "{" and not text.endswith("}"):
+        if _JSON_START.match(text) and not text.endswith("}"):
             return None, f"reply was cut off inside a JSON object ({exc.msg})"
         return None, None
     parts = [part for key, value in _strings(data) if (part := _json_part(key, value))]

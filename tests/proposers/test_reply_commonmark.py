@@ -259,6 +259,12 @@ def test_a_wrapper_cut_or_empty_is_a_reason(reply: str, why: str) -> None:
     assert sample.source is None and why in (sample.error or "")
 
 
+def test_a_reply_that_only_starts_with_a_brace_is_not_json() -> None:
+    reply = "{BLOCK_SIZE} should be 64:\n\n" + STYLES["whole_module"]
+    sample = parse(reply)
+    assert sample.error is None and sample.source == NEW
+
+
 def test_bare_code_cut_at_the_token_limit_is_refused() -> None:
     bare = STYLES["bare_with_prose"]
     assert parse(bare).source == NEW
