@@ -232,6 +232,8 @@ def test_dynamic_imports_and_lookups_are_rejected(snippet, rule, needle):
         (cand("    torch.classes.load_library('x.so')\n"), "gate: ctypes", "load_library"),
         (cand("    torch._dynamo.reset()\n"), "gate: ctypes", "torch._dynamo"),
         (cand("    torch.hub.list('a/b')\n"), "gate: file I/O", "torch.hub"),
+        (cand("    k = torch.cuda._compile_kernel('', 'f')\n"), "gate: ctypes", "_compile_kernel"),
+        (cand("    lib = torch.cuda._utils._get_cuda_library()\n"), "gate: ctypes", "_utils"),
         (cand("    torch.cuda.tunable.enable()\n"), "gate: file I/O", "torch.cuda.tunable"),
         (cand("    torch.utils.data.DataLoader([])\n"), "gate: concurrency", "torch.utils.data"),
         (

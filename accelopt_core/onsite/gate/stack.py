@@ -43,7 +43,9 @@ numpy
 torch
     ``torch.utils.cpp_extension`` (``load``/``load_inline``: compile and load C++/CUDA),
     ``torch.ops.load_library`` / ``torch.classes.load_library`` / ``torch._ops`` (dlopen),
-    ``torch.cuda.jiterator`` (compiles CUDA source strings at run time),
+    ``torch.cuda.jiterator`` and ``torch.cuda._compile_kernel`` (compile CUDA source strings
+    at run time through NVRTC), ``torch.cuda._utils`` (``ctypes.CDLL`` handles of libcuda,
+    the runtime and NVRTC; ``_cuda_load_module`` loads PTX or a cubin),
     ``torch.cuda.memory.CUDAPluggableAllocator`` / ``change_current_allocator`` (loads an
     allocator from a ``.so``), ``torch.cuda.memory._dump_snapshot`` / ``_save_segment_usage``
     / ``_save_memory_usage`` / ``_record_memory_history`` (write snapshot files),
@@ -121,7 +123,8 @@ STACK_DENIED = {
         "numpy.ctypeslib numpy.f2py numpy.distutils numpy.testing numpy.test "
         "numpy._core._internal numpy.core._internal "
         "torch.ops.load_library torch.classes.load_library torch._ops torch._classes "
-        "torch.cuda.jiterator torch.cuda.memory.CUDAPluggableAllocator "
+        "torch.cuda.jiterator torch.cuda._compile_kernel torch.cuda._utils "
+        "torch.cuda.memory.CUDAPluggableAllocator "
         "torch.cuda.CUDAPluggableAllocator torch.cuda.memory.change_current_allocator "
         "torch.cuda.change_current_allocator torch.compile torch.compiler torch._dynamo "
         "torch._inductor torch.utils.benchmark torch.testing._internal "
