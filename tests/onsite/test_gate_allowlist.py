@@ -246,6 +246,27 @@ def test_dynamic_imports_and_lookups_are_rejected(snippet, rule, needle):
         (cand("    triton.testing.nvsmi(['clocks.sm'])\n"), "gate: concurrency", "nvsmi"),
         (cand(imports="import triton.tools.disasm\n"), "gate: ctypes", "triton.tools.disasm"),
         (cand("    np.save('x', x)\n", "import numpy as np\n"), "gate: file I/O", "numpy.save"),
+        (
+            cand(
+                "    v = as_strided(x.numpy(), (9,), (8,))\n",
+                "from numpy.lib.stride_tricks import as_strided\n",
+            ),
+            "gate: ctypes",
+            "as_strided",
+        ),
+        (cand("    p = x.numpy().__array_interface__\n"), "gate: ctypes", "__array_interface__"),
+        (
+            cand(module="class Raw:\n    __array_interface__ = {'data': (4096, False)}\n"),
+            "gate: ctypes",
+            "Raw.__array_interface__",
+        ),
+        (
+            cand(
+                module="class Raw:\n    @property\n    def __cuda_array_interface__(self):\n        return {}\n"
+            ),
+            "gate: ctypes",
+            "Raw.__cuda_array_interface__",
+        ),
         (cand(imports="import numpy.f2py\n"), "gate: ctypes", "numpy.f2py"),
     ],
     ids=lambda v: v if isinstance(v, str) and len(v) < 40 else None,

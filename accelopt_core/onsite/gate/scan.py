@@ -33,7 +33,7 @@ from .rules import (
     name_rule,
     short_source,
 )
-from .stack import module_allowed, reached_module
+from .stack import RAW_MEMORY, module_allowed, reached_module
 
 
 class Scan:
@@ -290,6 +290,18 @@ class Scan:
         return None
 
     def exit_(self, node: ast.ClassDef) -> Violation | None:
+        for stmt in node.body:  # issue 53: an array interface is a raw pointer into memory
+            named = [stmt.name] if isinstance(stmt, FUNC_DEFS) else []
+            named += [t.id for t in _store_targets(stmt) if isinstance(t, ast.Name)]
+            for name in named:
+                rule = ATTRIBUTES.get(name)
+                if rule is not None and name in RAW_MEMORY:
+                    return (
+                        rule[0],
+                        f"'{node.name}.{name}' is not allowed ({rule[1]}: numpy and torch read "
+                        "and write any address an array interface names)",
+                        stmt.lineno,
+                    )
         for fn in node.body:
             if not (isinstance(fn, FUNC_DEFS) and fn.name in ("__exit__", "__aexit__")):
                 continue

@@ -33,6 +33,11 @@ numpy
     ``numpy.ctypeslib`` (``load_library`` dlopens any shared library; ``as_ctypes`` hands out
     raw pointers); an array's ``.ctypes`` attribute (``numpy/_core/_internal.py``: its
     ``_ctypes`` is the ``ctypes`` module itself, so ``a.ctypes._ctypes.CDLL(None)`` is libc);
+    ``numpy.lib.stride_tricks.as_strided`` (a view with any strides, unchecked: reads and writes
+    outside the array) and the array interfaces ``__array_interface__`` /
+    ``__array_struct__`` / ``__cuda_array_interface__``, accessed or defined in a class (an
+    object that has one makes ``np.asarray`` / ``torch.as_tensor`` read and write the address
+    it names);
     ``numpy.lib.format`` / ``numpy.lib.npyio`` / ``numpy.lib._datasource`` and
     ``np.load/save/savez/savez_compressed/savetxt/loadtxt/genfromtxt/fromregex/fromfile/memmap
     /DataSource``, ``ndarray.tofile``/``dump``, ``numpy.ma`` and ``numpy.rec``'s ``fromfile``
@@ -121,6 +126,7 @@ SIDE_EFFECT_FREE = (
 STACK_DENIED = {
     "native": (
         "numpy.ctypeslib numpy.f2py numpy.distutils numpy.testing numpy.test "
+        "numpy.lib.stride_tricks.as_strided numpy.lib._stride_tricks_impl.as_strided "
         "numpy._core._internal numpy.core._internal "
         "torch.ops.load_library torch.classes.load_library torch._ops torch._classes "
         "torch.cuda.jiterator torch.cuda._compile_kernel torch.cuda._utils "
@@ -187,10 +193,14 @@ STACK_EXCEPTIONS = frozenset(
     )
 )
 
+#: The array interfaces: an object that has one hands numpy / torch a raw address to read and
+#: write (``np.asarray``, ``torch.as_tensor``), any address in the process.
+RAW_MEMORY = ("__array_interface__", "__array_struct__", "__cuda_array_interface__")
+
 #: Attribute names denied on any object (module docstring): ``{rule group: names}``.
 STACK_ATTRIBUTES = {
     "native": (
-        "ctypes _ctypes ctypeslib load_library cpp_extension load_inline compile_module_from_src "
+        f"{' '.join(RAW_MEMORY)} ctypes _ctypes ctypeslib load_library cpp_extension load_inline compile_module_from_src "
         "compile_module_from_file compile_so_from_src compile_so_from_file load_binary jiterator "
         "CUDAPluggableAllocator"
     ),
