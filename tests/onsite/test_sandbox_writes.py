@@ -133,6 +133,38 @@ def test_a_mode_change_outside_the_scratch_directory_is_refused_and_rejected(
     assert target.stat().st_mode & 0o777 == 0o600
 
 
+#: Module-level code that writes only where Triton compiles (the compile stage, and the user's
+#: GPU once applied), not under the interpreter that runs the candidate process here.
+COMPILED_ONLY = """import os
+if not os.environ.get("TRITON_INTERPRET"):
+    try:
+        open(os.path.expanduser({path!r}), "wb").close()
+    except OSError:
+        pass
+"""
+
+
+def test_a_write_only_when_compiled_is_seen_in_the_compile_stage(worker) -> None:
+    runner, _ = worker
+    res = evaluate(runner, body("", COMPILED_ONLY.format(path="~/probe.wav")))
+    assert res.status == "rejected" and res.rule == writes.WRITE_RULE, res.message
+    assert res.message.startswith("wrote ~/probe.wav in the compile stage"), res.message
+
+
+@needs_landlock
+def test_a_refused_write_only_when_compiled_is_rejected_too(worker) -> None:
+    runner, _ = worker
+    target = os.path.join(HOME, f"accelopt-probe-{uuid.uuid4().hex[:8]}.wav")
+    try:
+        res = evaluate(runner, body("", COMPILED_ONLY.format(path=target)))
+        assert res.status == "rejected" and res.rule == writes.WRITE_RULE, res.message
+        assert res.message.startswith(f"tried to write {target} in the compile stage")
+        assert not os.path.exists(target)
+    finally:
+        if os.path.exists(target):
+            os.unlink(target)
+
+
 def test_a_candidate_that_writes_nothing_passes(worker) -> None:
     runner, _ = worker
     res = evaluate(runner, BASE)

@@ -53,6 +53,15 @@ def peer_dirs(dirs: Mapping[str, str], name: str) -> dict:
     return out
 
 
+def peer_watch(dirs: Mapping[str, str]) -> Watch:
+    """A :class:`Watch` of the working directory (its ``HOME``) of a process :func:`peer_dirs`
+    made directories for (``dirs``: its result). Its temporary directory is left out: in the
+    compile stage, Triton's compiler writes its ``.ptx``, ``.cubin`` and ``.log`` files there,
+    and the stage's parallel compile processes, killed when its pass ends, leave theirs
+    (:mod:`..triton.prewarm`)."""
+    return Watch(dirs, [dirs["cwd"]])
+
+
 def excluded(dirs: Mapping[str, str]) -> set[str]:
     """The directories :class:`Watch` leaves out (see the module)."""
     out = {private_root(dirs), *(os.path.join(dirs["root"], p) for p in PEERS)}
@@ -117,10 +126,14 @@ class Watch:
     """The candidate's writable directories (``dirs``: :func:`..judge.peers.new_dirs`) as
     they were when made: :meth:`seen` names what changed since."""
 
-    def __init__(self, dirs: Mapping[str, str]) -> None:
+    def __init__(self, dirs: Mapping[str, str], roots: Iterable[str] | None = None) -> None:
         self.dirs = dict(dirs)
         self.skip = excluded(dirs)
-        roots = (dirs.get("root"), dirs.get("xroot"))
+        if roots is None:  # the candidate process's: the whole evaluation but what is left out
+            roots = (dirs.get("root"), dirs.get("xroot"))
+        else:  # another process's own directories (:func:`peer_dirs`)
+            roots = [os.path.abspath(r) for r in roots]
+            self.skip -= set(roots)
         self.roots = [d for d in roots if d and os.path.abspath(d) not in self.skip]
         self.before = snapshot(self.roots, self.skip)
 

@@ -93,7 +93,8 @@ def _body(fds: tuple[int, int], setup: dict) -> None:
         from ..sandbox.writes import guard_process
         from .compile import run_stage
 
-        guard_process(setup["dirs"])  # issue 53: it runs the candidate's code too
+        denied: list[dict] = []  # issue 53: it runs the candidate's code too
+        guard_process(setup["dirs"], denied.append)
 
         try:
             answer = run_stage(setup)
@@ -101,6 +102,8 @@ def _body(fds: tuple[int, int], setup: dict) -> None:
             answer = {"warning": f"compile stage failed: {type(exc).__name__}: {exc}"[:400]}
         if "gpu" in answer:
             answer["gpu"]["warnings"] = warnings + answer["gpu"]["warnings"]
+        if denied:  # the judge rejects the candidate, naming the first (issue 53)
+            answer.update(denied[0])
         ncu = _ncu_path(setup, answer)
         answer["ncu_ready"] = ncu is not None
         chan.send(answer)
@@ -146,9 +149,11 @@ POLL_S = 0.001
 class StagePeer:
     """The judge's end of the stage process: its pid, channel and device."""
 
-    def __init__(self, proc, device: Device) -> None:
+    def __init__(self, proc, device: Device, watch=None) -> None:
         self.proc, self.device = proc, device
         self._raw: dict | None = None  # its answer, once received (:meth:`settle`)
+        #: its own directories as made (issue 53: :func:`..sandbox.writes.peer_watch`)
+        self.watch = watch
 
     def settle(self, deadline: float) -> None:
         """Wait for the stage's answer before the timing starts, so that compiling (seconds of
@@ -188,10 +193,27 @@ class StagePeer:
                 why = "did not finish in time" if exc.kind == "timeout" else "died"
                 return facts_of(self.device, f"the compile stage for {self.device.name} {why}")
         answer = _checked(raw, self.device)
+        written = self._written(raw)
+        if written is not None:
+            return {"failure": written}
         if raw.get("ncu_ready") is True and (result or {}).get("status") == "ok":
             if "gpu" in answer:
                 self.ncu(answer, deadline)
         return answer
+
+    def _written(self, raw: dict) -> dict | None:
+        """Issue 53: the ``file written`` rejection when the candidate's code, run by the
+        stage, tried to write outside the evaluation's directories (``raw``: the stage's
+        answer, :func:`..sandbox.writes.guard`) or created, changed or removed a file in the
+        stage's own directories (:attr:`watch`), else None."""
+        from ..judge.rules import rejected
+        from ..sandbox.writes import DENIED, WRITE_RULE, denied_message
+
+        when = "in the compile stage"
+        if DENIED in raw:
+            return rejected(WRITE_RULE, denied_message(raw, when)).result
+        found = self.watch.seen(when) if self.watch is not None else None
+        return None if found is None else rejected(WRITE_RULE, found).result
 
     def ncu(self, answer: dict, deadline: float) -> None:
         """Ask the stage for Nsight Compute facts (after the timing: its replays would disturb
@@ -228,7 +250,7 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> StagePeer | None:
     candidate and reference processes, before CUDA is initialised."""
     from ..judge.peers import Candidate, fork_peer
     from ..runtime.loading import project_of
-    from ..sandbox.writes import peer_dirs
+    from ..sandbox.writes import peer_dirs, peer_watch
 
     device, warning = device_for(req)
     if device is None:
@@ -249,8 +271,9 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> StagePeer | None:
         "memory_limit_mb": int(req.get("memory_limit_mb") or 8192),
         "judge": os.getpid(),
     }
+    watch = peer_watch(setup["dirs"])  # issue 53: before the stage runs the candidate's code
     proc = fork_peer(dict(req), ctx, lambda fds: _body(fds, setup), Candidate, dirs["x"])
-    return StagePeer(proc, device)
+    return StagePeer(proc, device, watch)
 
 
 _KERNEL_KEYS = {
