@@ -77,7 +77,7 @@ def _before(dirs: dict) -> None:
 
 def _whole_ruleset(dirs: dict) -> None:
     _before(dirs)
-    writable = [dirs["root"], dirs.get("xroot") or dirs["x"], *policy.STATE["caches"]]
+    writable = [dirs["root"], *policy.STATE["caches"]]
     landlock.restrict(paths.readable(os.environ, writable), writable + paths.device_nodes())
 
 

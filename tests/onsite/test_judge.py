@@ -11,7 +11,6 @@ the shipped worker as it is.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -362,54 +361,6 @@ def test_the_pool_fits_the_time_and_memory_budget():
     assert pool_size({"rep_ms": 100.0}, True, big, [0.01]) == 4
 
 
-def test_exchange_keeps_structure_and_marks_foreign_types(tmp_path):
-    import numpy as np
-    import torch
-
-    from accelopt_core.onsite.runtime import exchange
-
-    class Sub(torch.Tensor):
-        pass
-
-    value = (torch.arange(4.0), [np.arange(3), 2, None], {"k": torch.ones(2).as_subclass(Sub)})
-    path = str(tmp_path / "v.pt")
-    exchange.save(path, value, torch=torch, numpy=np)
-    back = exchange.load(path, torch=torch)
-    assert type(back[0]) is torch.Tensor and torch.equal(back[0], value[0])
-    assert type(back[1][0]) is np.ndarray and back[1][1:] == [2, None]
-    where, name = exchange.foreign(back)
-    assert where == " #2 #k" and name.endswith(".Sub")
-    assert exchange.foreign(back[:2]) is None
-
-
-def test_exchange_refuses_what_the_judge_must_not_read(tmp_path):
-    import pickle
-
-    import torch
-
-    from accelopt_core.onsite.runtime import exchange
-
-    class Boom:
-        def __reduce__(self):
-            return (os.system, ("touch " + str(tmp_path / "pwned"),))
-
-    evil = tmp_path / "evil.pt"
-    evil.write_bytes(pickle.dumps({"spec": "{}", "tensors": [Boom()]}, protocol=2))
-    with pytest.raises(exchange.ExchangeError):
-        exchange.load(str(evil), torch=torch)
-    assert not (tmp_path / "pwned").exists()  # weights_only: no pickled code ran
-    torch.save({"spec": "{}", "tensors": []}, tmp_path / "real.pt")
-    (tmp_path / "link.pt").symlink_to(tmp_path / "real.pt")
-    with pytest.raises(exchange.ExchangeError, match="cannot open"):
-        exchange.load(str(tmp_path / "link.pt"), torch=torch)
-    os.mkfifo(tmp_path / "fifo.pt")
-    with pytest.raises(exchange.ExchangeError, match="not a regular file"):
-        exchange.load(str(tmp_path / "fifo.pt"), torch=torch)
-    torch.save({"spec": '{"t": 5}', "tensors": []}, tmp_path / "bad.pt")
-    with pytest.raises(exchange.ExchangeError, match="out of range"):
-        exchange.load(str(tmp_path / "bad.pt"), torch=torch)
-
-
 def test_directories_of_killed_supervisors_are_swept(tmp_path):
     import subprocess
 
@@ -427,10 +378,10 @@ def test_directories_of_killed_supervisors_are_swept(tmp_path):
     dirs = judge.new_dirs()
     try:
         assert os.path.basename(dirs["root"]).startswith(f"accelopt-eval-{os.getpid()}-")
-        assert all(os.path.isdir(dirs[k]) for k in ("cwd", "tmp", "x"))
+        assert all(os.path.isdir(dirs[k]) for k in ("cwd", "tmp"))
     finally:
         judge.remove_dirs(dirs)
-    assert not os.path.exists(dirs["root"]) and not os.path.exists(dirs["x"])
+    assert not os.path.exists(dirs["root"]) and set(dirs) == {"root", "cwd", "tmp"}
 
 
 def test_an_original_file_that_patches_a_library_is_not_trusted_as_the_reference():
@@ -444,23 +395,6 @@ def test_an_original_file_that_patches_a_library_is_not_trusted_as_the_reference
     assert result.status == "rejected", result.message
     assert result.rule == "reference poisoning"
     assert "torch.add" in result.message
-
-
-def test_a_reference_file_replaced_after_its_writer_reported_it_is_refused(tmp_path):
-    """The reference process reports each file's sha256 over its channel; the candidate shares
-    the exchange directory, so a reference it overwrites with its own outputs is refused."""
-    import torch
-
-    from accelopt_core.onsite.runtime import exchange
-
-    path = str(tmp_path / "ref-0001-expected.pt")
-    honest = exchange.save(path, torch.ones(4), torch=torch, hashed=True)
-    # the digest hashed in memory is the one of the bytes on disk
-    assert honest == hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    assert torch.equal(exchange.load(path, torch=torch, sha256=honest), torch.ones(4))
-    exchange.save(path, torch.zeros(4), torch=torch)  # the candidate's forgery
-    with pytest.raises(exchange.ExchangeError, match="altered"):
-        exchange.load(path, torch=torch, sha256=honest)
 
 
 def test_an_original_file_that_forges_from_its_own_module_code_is_not_believed():

@@ -287,16 +287,14 @@ def test_the_scratch_comparison_names_what_changed_and_leaves_out_the_machinerys
         "root": str(root),
         "cwd": str(root / "cwd"),
         "tmp": str(root / "tmp"),
-        "x": str(root / "x"),
     }
-    for d in ("cwd", "tmp", "x"):
+    for d in ("cwd", "tmp"):
         (root / d).mkdir(parents=True)
     (root / "cwd" / "keep.txt").write_text("1")
     for name in writes.PEERS:
         writes.peer_dirs(dirs, name)
     watch = writes.Watch(dirs)
-    # the exchange files, the evaluation's caches and the other processes' directories
-    (root / "x" / "0001-outputs.pt").write_bytes(b"x")
+    # the evaluation's caches and the other processes' directories
     (Path(caches.private_root(dirs)) / "triton").mkdir(parents=True)
     (root / "stage" / "tmp" / "ptxas.log").write_text("")
     assert watch.seen("during the call") is None

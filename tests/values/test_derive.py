@@ -4,9 +4,6 @@ derived_inputs). The judge's use of them is in test_judge_values.py."""
 
 from __future__ import annotations
 
-import io
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -96,16 +93,12 @@ def test_layouts_hold_the_same_values_in_other_strides() -> None:
     assert derived_values.plan_layouts((x[0],), ["v"], torch) == ([], [])  # 1-D: none
 
 
-def test_a_layout_survives_the_exchange_file_the_candidate_reads() -> None:
+def test_a_layout_survives_the_exchange_segment_the_candidate_maps() -> None:
     x = _x(16, 64)
     padded, col = derived_values.plan_layouts((x,), ["x"], torch)[0]
     for part in (padded, col):
         y = derived_values.apply_layout(x, part, torch)
-        buf = io.BytesIO()
-        tensors: list = []
-        spec = exchange.pack((y,), tensors, torch=torch)
-        torch.save({"spec": json.dumps(spec), "tensors": tensors}, buf)
-        back = torch.load(io.BytesIO(buf.getvalue()), weights_only=True)["tensors"][0]
+        (back,) = exchange.share((y,), torch=torch).value(torch)
         assert back.stride() == y.stride() and torch.equal(back, x)
 
 

@@ -1,5 +1,5 @@
 """The candidate process (issue 10): forked by the judge (:mod:`.judge.peers`), it is the only process
-that imports the candidate's code, and it only returns raw material: output files, timing
+that imports the candidate's code, and it only returns raw material: output segments, timing
 samples, launch counts.
 
 Set-up right after the fork (:func:`isolate`): every fd but 0, 1, 2 and its two channel pipes
@@ -12,19 +12,20 @@ traceback dump just before the supervisor's deadline.
 Then it serves the judge's requests over :mod:`.runtime.channel` (:func:`serve`), one JSON line each:
 
 - first, unasked: ``{"loaded": true}`` or ``{"error": result}`` (the candidate failed to load);
-- ``{"op": "check", "inputs", "outputs", "after"[, "config": i]}``: call the entry on the
-  inputs file (with every ``@triton.autotune`` kernel pinned to config ``i``, interpreter
-  only), write its outputs (exact types recorded, :mod:`.runtime.exchange`) and the inputs after the
-  call; answer ``{"launches": n, "call_ms": t, "configs": c, "kernels": {...}}`` (``c``: the
+- ``{"op": "check", "inputs": segment[, "config": i]}``: call the entry on the inputs (a
+  sealed segment mapped privately, :mod:`.runtime.exchange`; with every ``@triton.autotune``
+  kernel pinned to config ``i``, interpreter only); answer ``{"launches": n, "call_ms": t,
+  "configs": c, "kernels": {...}, "outputs": segment, "after": segment}`` (the outputs, exact
+  types recorded, and the inputs after the call, each in a new sealed segment; ``c``: the
   most autotune configs of a kernel of the candidate, 1 without autotune; ``kernels``: launches
   and interpreter ms per kernel of the candidate, :meth:`.contestant.launches.LaunchCounter.take_kernels`);
-- ``{"op": "time", "buffers", "pool", "warmup_ms", "rep_ms", "min_reps", "clock"}``: load the
-  timing buffers and the pool, :func:`.contestant.timing.run_timed` (warm-up on the buffers, then
+- ``{"op": "time", "buffers": segment, "pool": [segment, ...], "warmup_ms", "rep_ms",
+  "min_reps", "clock"}``: map the timing buffers and the pool, :func:`.contestant.timing.run_timed` (warm-up on the buffers, then
   one timed call per pool entry, on CPU timed by ``clock``: ``"cpu"``, this process's CPU time,
   or ``"wall"``); answer ``{"samples_ms", "launches", "pool_index", "chosen"}`` (``chosen``:
   the config each autotuned kernel used, :func:`.contestant.autotune.chosen`);
-- ``{"op": "send", "reps": [i, ...], "paths": [p, ...]}``: write the outputs of those timed
-  repetitions; answer ``{"sent": true}``;
+- ``{"op": "send", "reps": [i, ...]}``: the outputs of those timed repetitions; answer
+  ``{"sent": [segment, ...]}``;
 - ``{"op": "exit"}``.
 
 A call that raises answers ``{"error": result}`` (:func:`.runtime.failures.classify`).
@@ -70,17 +71,18 @@ def _drop_capabilities(libc) -> None:
         libc.capset(ctypes.byref(header), ctypes.byref(data))
 
 
-def isolate(chan_fds: tuple[int, int], dirs: dict, signum: int, judge: int) -> tuple[int, int]:
-    """Right after the fork: keep fds 0, 1, 2 and the channel (moved to 3 and 4: returned),
-    close every other fd, die with the judge (pid ``judge``, signal ``signum``), drop capabilities, move into
-    ``dirs["cwd"]`` with ``dirs["tmp"]`` as the temporary directory. Linux calls are skipped
-    where unavailable."""
+def isolate(chan_fds: tuple[int, ...], dirs: dict, signum: int, judge: int) -> tuple[int, ...]:
+    """Right after the fork: keep fds 0, 1, 2 and the channel's (its read and write pipes and
+    its segment socket, :class:`.runtime.channel.Channel`: moved to 3, 4 and 5, returned),
+    close every other fd, die with the judge (pid ``judge``, signal ``signum``), drop
+    capabilities, move into ``dirs["cwd"]`` with ``dirs["tmp"]`` as the temporary directory.
+    Linux calls are skipped where unavailable."""
     import fcntl
 
-    rfd, wfd = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in chan_fds)  # above 4
-    os.dup2(rfd, 3, inheritable=False)
-    os.dup2(wfd, 4, inheritable=False)
-    os.closerange(5, _max_fd())
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in chan_fds]  # above 5
+    for i, fd in enumerate(high):
+        os.dup2(fd, 3 + i, inheritable=False)
+    os.closerange(3 + len(high), _max_fd())
     try:
         import ctypes
 
@@ -98,7 +100,7 @@ def isolate(chan_fds: tuple[int, int], dirs: dict, signum: int, judge: int) -> t
     import tempfile
 
     tempfile.tempdir = dirs["tmp"]
-    return 3, 4
+    return tuple(range(3, 3 + len(high)))
 
 
 def _max_fd() -> int:
@@ -148,11 +150,20 @@ class _Contestant:
         self.counter.install()
         return {"loaded": True}
 
-    def _read(self, path: str):
-        return exchange.load(path, torch=self.torch, map_location=self.device)
+    def _read(self, segment) -> object:
+        """The value of a segment the judge sent (mapped privately: this process's writes stay
+        in its own pages), on this process's device; the descriptor is closed."""
+        if not isinstance(segment, exchange.Segment):
+            raise TypeError("the judge sent no segment")
+        try:
+            return segment.value(self.torch, self.device)
+        finally:
+            segment.close()
 
-    def _write(self, path: str, obj) -> None:
-        exchange.save(path, _compact(self.torch, obj), torch=self.torch, numpy=self.numpy)
+    def _share(self, obj) -> exchange.Segment:
+        """``obj`` in a sealed segment for the judge (sent, then closed, by the request
+        loop)."""
+        return exchange.share(_compact(self.torch, obj), torch=self.torch, numpy=self.numpy)
 
     def check(self, msg: dict) -> dict:
         """One correctness call; with ``config``: with every ``@triton.autotune`` kernel of
@@ -174,11 +185,16 @@ class _Contestant:
         launches = self.counter.take()
         if config is not None:
             autotune.pin(self.module, 0)  # back to the deterministic pick that is timed
-        self._write(msg["outputs"], out)
-        self._write(msg["after"], inputs)
         configs = autotune.config_count(self.module) if self.module is not None else 1
         kernels = self.counter.take_kernels()
-        return {"launches": launches, "call_ms": call_ms, "configs": configs, "kernels": kernels}
+        return {
+            "launches": launches,
+            "call_ms": call_ms,
+            "configs": configs,
+            "kernels": kernels,
+            "outputs": self._share(out),
+            "after": self._share(inputs),
+        }
 
     def _call(self, msg: dict, timed: bool = False):
         """The entry, or with ``grad_inputs`` in ``msg`` (``BENCH["backward"]``) forward +
@@ -199,7 +215,7 @@ class _Contestant:
         from .timing import run_timed
 
         buffers = tuple(self._read(msg["buffers"]))
-        pool = [tuple(entry) for entry in self._read(msg["pool"])]
+        pool = [tuple(self._read(entry)) for entry in msg["pool"]]
         self.timed = run_timed(
             self._call(msg, timed=True),
             buffers,
@@ -223,15 +239,13 @@ class _Contestant:
         }
 
     def send(self, msg: dict) -> dict:
-        """Write the outputs of the timed repetitions the judge picked."""
-        for rep, path in zip(msg["reps"], msg["paths"], strict=True):
-            self._write(path, self.timed.outputs[int(rep)])
-        return {"sent": True}
+        """The outputs of the timed repetitions the judge picked, one segment each."""
+        return {"sent": [self._share(self.timed.outputs[int(rep)]) for rep in msg["reps"]]}
 
 
 def _compact(torch, obj):
-    """``obj`` with every tensor that views a larger storage cloned (``torch.save`` writes a
-    view's whole storage)."""
+    """``obj`` with every tensor that views a larger storage cloned (a segment holds a view's
+    whole storage)."""
     if type(obj) is torch.Tensor:
         obj = obj.detach()
         if obj.untyped_storage().nbytes() > obj.numel() * obj.element_size():
@@ -263,7 +277,7 @@ def _guard_writes(chan: Channel, dirs: dict) -> None:
     guard_process(dirs, chan.send)
 
 
-def main(chan_fds: tuple[int, int], setup: dict, ctx: dict) -> None:
+def main(chan_fds: tuple[int, ...], setup: dict, ctx: dict) -> None:
     """The candidate process's body after the fork (``setup``: ``candidate_source``,
     ``entry``, ``use_cuda``, ``dirs``, ``deadline`` (monotonic s), ``memory_limit_mb``,
     ``judge`` (its pid));
@@ -272,7 +286,7 @@ def main(chan_fds: tuple[int, int], setup: dict, ctx: dict) -> None:
     import signal
 
     try:
-        rfd, wfd = isolate(chan_fds, setup["dirs"], signal.SIGKILL, setup["judge"])
+        fds = isolate(chan_fds, setup["dirs"], signal.SIGKILL, setup["judge"])
         close_unix_sockets(bool(setup["use_cuda"]))
         faulthandler.enable(file=sys.stderr)
         left = setup["deadline"] - time.monotonic()
@@ -282,6 +296,6 @@ def main(chan_fds: tuple[int, int], setup: dict, ctx: dict) -> None:
         from .autotune import prepare
 
         prepare(not setup["use_cuda"])  # autotuned kernels under the interpreter
-        serve(Channel(rfd, wfd), setup, ctx)
+        serve(Channel(*fds), setup, ctx)
     finally:
         os._exit(1)

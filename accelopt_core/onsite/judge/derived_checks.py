@@ -102,11 +102,11 @@ def _run_case(ref, desc: dict, check: Callable, torch) -> None:
     """Make the case of ``desc`` (reference process) and check the evaluated code on it.
     Raises Unusable (no case) or Failure (the code failed on it)."""
     seed = int(desc.get("seed") or 1)
-    p_in, inputs, expected = ref.derived_case(seed, desc.get("shape"), desc, torch)
+    seg, inputs, expected = ref.derived_case(seed, desc.get("shape"), desc, torch)
     try:
-        check((seed, p_in, inputs, expected), _where(desc))
+        check((seed, seg, inputs, expected), _where(desc))
     finally:
-        ref.discard(p_in)
+        ref.discard(seg)
 
 
 def _baseline_on(ref, desc: dict, check: Callable, torch) -> tuple[str, bool] | None:

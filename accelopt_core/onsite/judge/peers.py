@@ -31,7 +31,7 @@ from ..sandbox.scratch import PREFIX as _PREFIX
 from ..sandbox.scratch import scratch_roots, sweep
 from ..sandbox.writes import DENIED, WRITE_RULE, Watch, denied_message, peer_dirs
 from . import referee
-from .rules import discard, protocol_violation, rejected
+from .rules import protocol_violation, rejected
 
 #: Extra seconds the judge waits for an answer past the supervisor's deadline (the supervisor
 #: kills both processes first and reports the timeout with the candidate's hang line).
@@ -64,79 +64,46 @@ def _sanitized(error) -> dict:
 
 
 def new_dirs() -> dict:
-    """Fresh private directories for one evaluation (mode 0700): ``cwd`` and ``tmp`` (the
-    candidate's working and temporary directories, under ``root``) and ``x`` (the exchange
-    files; under ``/dev/shm`` where it is writable and has :data:`SHM_MIN_FREE` bytes free, so
-    the tensors go through memory), made inside this process's scratch roots
-    (:func:`..sandbox.scratch.scratch_roots`: the only places the sandbox lets a candidate
-    write), named ``accelopt-eval-<this pid>-...``. Remove them with :func:`remove_dirs`;
-    those of dead workers are swept first (:func:`sweep`)."""
+    """Fresh private directories for one evaluation (mode 0700): ``root``, and beneath it
+    ``cwd`` and ``tmp`` (the candidate's working and temporary directories), made inside this
+    process's scratch root (:func:`..sandbox.scratch.scratch_roots`: the only place the
+    sandbox lets a candidate write), named ``accelopt-eval-<this pid>-...``. Tensors do not
+    go through files (:mod:`..runtime.exchange`). Remove them with :func:`remove_dirs`; those
+    of dead workers are swept first (:func:`sweep`)."""
     roots = scratch_roots()
-    shm_root = next((r for r in roots if r.startswith("/dev/shm/") and _room(r)), None)
     sweep([os.path.dirname(r) for r in roots])
-    tag = f"{_PREFIX}{os.getpid()}-"
-    root = tempfile.mkdtemp(prefix=tag, dir=roots[0])
+    root = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=roots[0])
     dirs = {"root": root, "cwd": os.path.join(root, "cwd"), "tmp": os.path.join(root, "tmp")}
-    if shm_root is not None:
-        dirs["xroot"] = dirs["x"] = tempfile.mkdtemp(prefix=tag, dir=shm_root)
-    else:
-        dirs["x"] = os.path.join(root, "x")
-    for name in ("cwd", "tmp", "x"):
-        if not os.path.isdir(dirs[name]):
-            os.mkdir(dirs[name], 0o700)
+    for name in ("cwd", "tmp"):
+        os.mkdir(dirs[name], 0o700)
     return dirs
-
-
-#: Free bytes ``/dev/shm`` must have to hold an evaluation's exchange files: the timing pool
-#: alone may take 512 MiB (:data:`.judge.timing.POOL_BYTES`) with GPU-sized inputs, and a
-#: small ``/dev/shm`` (64 MiB in a default container) would fail the reference's first save.
-SHM_MIN_FREE = 2 * 2**30
-
-
-def _room(path: str) -> bool:
-    """True when the file system of ``path`` has :data:`SHM_MIN_FREE` bytes free (or cannot
-    tell: no ``statvfs``)."""
-    try:
-        st = os.statvfs(path)
-    except (OSError, AttributeError):
-        return True
-    return st.f_bavail * st.f_frsize >= SHM_MIN_FREE
 
 
 def remove_dirs(dirs: dict | None) -> None:
     """Remove what :func:`new_dirs` made (errors ignored)."""
-    for key in ("root", "xroot"):
-        if dirs and dirs.get(key):
-            shutil.rmtree(dirs[key], ignore_errors=True)
+    if dirs and dirs.get("root"):
+        shutil.rmtree(dirs["root"], ignore_errors=True)
 
 
 class Candidate:
-    """The judge's end of the candidate process: its pid, the channel, the exchange directory.
+    """The judge's end of the candidate process: its pid and the channel.
 
     ``deadline``: monotonic time (s) after which no answer is awaited (past the supervisor's
     own deadline); ``call_ms``: the call times the candidate reported for correctness checks.
     """
 
-    def __init__(self, pid: int, chan: Channel, xdir: str, deadline: float) -> None:
+    def __init__(self, pid: int, chan: Channel, deadline: float) -> None:
         self.pid = pid
         self.chan = chan
-        self.xdir = xdir
         self.deadline = deadline
         self.status: int | None = None
         self.call_ms: list[float] = []
         self.wall_call_ms: list[float] = []  # check round trips on the judge's clock
         #: per kernel of the candidate: launches and interpreter ms over the checks (its report)
         self.kernels: dict[str, dict] = {}
-        self._n = 0
         #: the candidate's directories as the judge made them (issue 53; :func:`spawn` sets it)
         self.watch: Watch | None = None
         self._op: str | None = None
-
-    def path(self, name: str) -> str:
-        """A fresh file name in the exchange directory (chosen by the judge, never by the
-        candidate)."""
-        self._n += 1
-        return os.path.join(self.xdir, f"{self._n:04d}-{name}.pt")
 
     def recv(self) -> dict:
         """The next answer. Raises Failure: the candidate died (``candidate_status``), broke
@@ -190,21 +157,19 @@ class Candidate:
             raise protocol_violation(f"expected '{expect}', got {sorted(answer)[:5]}")
         return answer
 
-    def fetch(self, path: str, torch, device: str = "cpu"):
-        """The value the process wrote to ``path`` (on ``device``), then the file is removed.
-        Raises Failure (protocol violation) for a missing or malformed file."""
+    def received(self, answer: dict, key: str, torch, device: str = "cpu"):
+        """The value of the segment the process sent as ``answer[key]`` (on ``device``); its
+        descriptor is closed. Raises Failure (protocol violation) when there is no segment
+        there or it is malformed."""
+        segment = answer.get(key)
+        if not isinstance(segment, exchange.Segment):
+            raise protocol_violation(f"expected a segment in '{key}'")
         try:
-            return self.load(path, torch, device)
-        finally:
-            discard(path)
-
-    def load(self, path: str, torch, device: str = "cpu"):
-        """The value the process wrote to ``path`` (on ``device``); the file stays. Raises
-        Failure (protocol violation) for a missing or malformed file."""
-        try:
-            return exchange.load(path, torch=torch, map_location=device)
+            return segment.value(torch, device)
         except exchange.ExchangeError as exc:
             raise protocol_violation(str(exc)) from None
+        finally:
+            segment.close()
 
     def _wait(self, timeout_s: float) -> int | None:
         end = time.monotonic() + timeout_s
@@ -246,13 +211,17 @@ class Candidate:
         self.chan.close()
 
 
-def fork_peer(req: dict, ctx: dict, body, peer_class, xdir: str):
-    """Fork a peer process running ``body(chan_fds)`` with a channel to this judge; return
-    ``peer_class(pid, channel, xdir (the exchange directory), hard deadline)``. In the child, before ``body``:
+def fork_peer(req: dict, ctx: dict, body, peer_class):
+    """Fork a peer process running ``body(chan_fds)`` with a channel to this judge (two pipes
+    and a socket for segments, :class:`.runtime.channel.Channel`); return ``peer_class(pid,
+    channel, hard deadline)``. In the child, before ``body``:
     the judge's emitter is disarmed and the request's harness fields are dropped (the peer is
     given what it needs in its setup); the pipe ends it does not use are closed."""
+    import socket
+
     j2p_r, j2p_w = os.pipe()
     p2j_r, p2j_w = os.pipe()
+    mine, theirs = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET))
     cancel = ctx.get("cancel_hang_dump")
     if cancel is not None:
         cancel()  # its timer thread must not cross the fork
@@ -268,13 +237,15 @@ def fork_peer(req: dict, ctx: dict, body, peer_class, xdir: str):
                 req.pop(key, None)
             os.close(j2p_w)
             os.close(p2j_r)
-            body((j2p_r, p2j_w))
+            os.close(mine)
+            body((j2p_r, p2j_w, theirs))
         finally:
             os._exit(1)
     os.close(j2p_r)
     os.close(p2j_w)
+    os.close(theirs)
     hard = ctx["start"] + float(req.get("timeout_s") or 120.0) + _GRACE_S
-    return peer_class(pid, Channel(p2j_r, j2p_w), xdir, hard)
+    return peer_class(pid, Channel(p2j_r, j2p_w, mine), hard)
 
 
 def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Candidate:
@@ -294,7 +265,7 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Candidate:
     cctx = {k: ctx[k] for k in _CTX_KEYS if k in ctx}
     body = lambda fds: contestant.main(fds, setup, cctx)  # noqa: E731
     watch = Watch(dirs)  # issue 53: before the candidate can write
-    cand = fork_peer(req, ctx, body, Candidate, dirs["x"])
+    cand = fork_peer(req, ctx, body, Candidate)
     cand.watch = watch
     return cand
 
@@ -343,10 +314,6 @@ class ReferencePeer(Candidate):
         finally:
             self.deadline = hard
 
-    def path(self, name: str) -> str:
-        self._n += 1
-        return os.path.join(self.xdir, f"ref-{self._n:04d}-{name}.pt")
-
     def sanitized(self, error) -> dict:
         """The harness's errors, plus the one rejection it reports: reference poisoning."""
         from .integrity import POISON_RULE
@@ -387,6 +354,6 @@ def spawn_reference(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> Referen
         "judge": os.getpid(),
     }
     body = lambda fds: referee.main(fds, setup)  # noqa: E731
-    peer = fork_peer(req, ctx, body, ReferencePeer, dirs["x"])
+    peer = fork_peer(req, ctx, body, ReferencePeer)
     peer.wait_s = min(HARNESS_WAIT_CAP_S, 0.5 * float(req.get("timeout_s") or 120.0))
     return peer

@@ -8,8 +8,8 @@ patches the libraries the comparison uses. So the judge forks this process, with
 isolation as the candidate process (:func:`.contestant.process.isolate`: fds closed, death with the
 judge, capabilities dropped, private directories), right after the candidate process and
 before it touches CUDA. It loads the harness and answers over :mod:`.runtime.channel`; inputs and
-reference outputs come back as files (:mod:`.runtime.exchange`, loaded with ``weights_only``), which
-the judge treats as data.
+reference outputs come back as sealed shared-memory segments (:mod:`.runtime.exchange`, issue
+50), which the judge maps as data and forwards to the candidate without a copy.
 
 Messages (judge -> reference process, one JSON line each; answers below):
 
@@ -17,19 +17,20 @@ Messages (judge -> reference process, one JSON line each; answers below):
   of ``BENCH`` and its ``shapes``: ``get_inputs`` keyword arguments, issue 13) or
   ``{"error": result}`` (the harness failed to load, or replaced a library function the
   reference uses: :mod:`.judge.integrity`);
-- ``{"op": "cases", "seeds": [s, ...], "inputs": [path, ...], "expected": [path|None, ...]}``:
-  ``get_inputs(s, device)`` for each seed (kept for later ``expected`` requests), written to
-  its inputs path, and ``reference`` on a copy written to its expected path when one is given;
-  answer ``{"done": true}``;
-- ``{"op": "expected", "seeds": [...], "paths": [...]}``: the reference of inputs made earlier;
+- ``{"op": "cases", "seeds": [s, ...], "expected": bool}``: ``get_inputs(s, device)`` for
+  each seed (kept for later ``expected`` requests), and with ``expected`` ``reference`` on a
+  copy; answer ``{"done": true, "inputs": [segment, ...], "expected": [segment, ...]}``
+  (:class:`.runtime.exchange.Segment`; ``expected`` empty without);
+- ``{"op": "expected", "seeds": [...]}``: the reference of inputs made earlier, answer
+  ``{"done": true, "expected": [segment, ...]}``;
 - ``{"op": "work", "seed": s}``: ``BENCH["flops"]`` / ``BENCH["bytes"]`` of that seed's inputs,
   answer ``{"work": {"flops": F, "bytes": B}, "warnings": [...]}``;
 - ``{"op": "derived_plan", "seed": s}``: the derived inputs of that seed's inputs (issues 22
   and 29, :func:`.derived_inputs.plan`, inputs named by ``reference``'s parameters), answer
   ``{"plan": {"derived": [...], "skipped": [...]}}``;
-- ``{"op": "derived", "seed": s, "derive": descriptor, "inputs": path, "expected": path}``: the
-  inputs of that derived input (:func:`.derived_inputs.apply`) and ``reference`` on a copy, as
-  ``cases``; answer ``{"done": true, "skip": why}`` instead when the derivation does not apply,
+- ``{"op": "derived", "seed": s, "derive": descriptor}``: the inputs of that derived input
+  (:func:`.derived_inputs.apply`) and ``reference`` on a copy, as ``cases`` (one segment
+  each); answer ``{"done": true, "skip": why}`` instead when the derivation does not apply,
   the reference raises on them, or it changes values and the reference overflows (the derived
   input is then not used, never a failure);
 - ``{"op": "exit"}``.
@@ -51,7 +52,7 @@ from ..runtime.failures import short
 from ..runtime.loading import load_harness, rebind_sizes
 from . import integrity
 from .compare import clone, shape_text
-from .rules import discard, protocol_violation
+from .rules import protocol_violation
 
 
 def _number(value) -> float | None:
@@ -76,7 +77,6 @@ class _Referee:
         self.backward = False
         self.grad_inputs: list[int] = []
         self.inputs: dict[tuple, tuple] = {}
-        self.digests: dict[str, str] = {}
         self.base_nonfinite: dict[tuple, int] = {}  # NaN/Inf of the reference, by seed, shape
 
     def sync(self) -> None:
@@ -146,25 +146,23 @@ class _Referee:
             self.sync()
         return self.inputs[key]
 
-    def _save(self, path: str, obj) -> None:
-        self.digests[path] = exchange.save(
-            path, obj, torch=self.torch, numpy=self.numpy, hashed=True
-        )
+    def _share(self, obj) -> exchange.Segment:
+        """``obj`` in a sealed segment (sent, then closed, by the request loop)."""
+        return exchange.share(obj, torch=self.torch, numpy=self.numpy)
 
-    def _answer(self) -> dict:
-        """``{"done": true, "sha256": {path: digest}, "grad_inputs": [i, ...]}`` of the files
-        written for a request (``grad_inputs``: the inputs that require grad, backward only)."""
-        digests, self.digests = self.digests, {}
-        return {"done": True, "sha256": digests, "grad_inputs": self.grad_inputs}
+    def _answer(self, **segments) -> dict:
+        """``{"done": true, "grad_inputs": [i, ...], **segments}`` (``grad_inputs``: the
+        inputs that require grad, backward only)."""
+        return {"done": True, "grad_inputs": self.grad_inputs, **segments}
 
     def cases(self, msg: dict) -> dict:
         shape = msg.get("shape")
-        for seed, p_in, p_ref in zip(msg["seeds"], msg["inputs"], msg["expected"], strict=True):
-            inputs = self._make(int(seed), shape)
-            self._save(p_in, inputs)
-            if p_ref:
-                self._save(p_ref, self._reference(int(seed), shape, int(seed)))
-        return self._answer()
+        ins, refs = [], []
+        for seed in msg["seeds"]:
+            ins.append(self._share(self._make(int(seed), shape)))
+            if msg.get("expected"):
+                refs.append(self._share(self._reference(int(seed), shape, int(seed))))
+        return self._answer(inputs=ins, expected=refs)
 
     def _reference(self, seed: int, shape: dict | None, grad_seed: int | None):
         """``reference`` on a copy of the inputs of ``seed``; with ``BENCH["backward"]``,
@@ -216,9 +214,7 @@ class _Referee:
             why = self._overflow(out, seed, shape)
             if why:
                 return {**self._answer(), "skip": why}
-        self._save(msg["inputs"], inputs)
-        self._save(msg["expected"], out)
-        return self._answer()
+        return self._answer(inputs=self._share(inputs), expected=self._share(out))
 
     def _overflow(self, out, seed: int, shape: dict | None) -> str | None:
         """:func:`.derived_checks.overflow` of ``out``, the reference on the seed's own inputs
@@ -236,9 +232,9 @@ class _Referee:
         return overflow(out, base)
 
     def expected(self, msg: dict) -> dict:
-        for seed, path in zip(msg["seeds"], msg["paths"], strict=True):
-            self._save(path, self._reference(int(seed), msg.get("shape"), None))
-        return self._answer()
+        shape = msg.get("shape")
+        refs = [self._share(self._reference(int(seed), shape, None)) for seed in msg["seeds"]]
+        return self._answer(expected=refs)
 
     def work(self, msg: dict) -> dict:
         """``BENCH``'s flops/bytes of one call on the inputs of ``msg["seed"]``."""
@@ -315,7 +311,7 @@ def _harness_error(exc: BaseException, msg: dict) -> dict:
     return result_dict("runtime_error", f"the harness failed on {what}: {short(exc)}")
 
 
-def main(chan_fds: tuple[int, int], setup: dict) -> None:
+def main(chan_fds: tuple[int, ...], setup: dict) -> None:
     """The reference process's body after the fork (``setup``: ``harness_source``,
     ``source_name``, ``use_cuda``, ``dirs``, ``memory_limit_mb``, ``judge`` (its pid));
     never returns."""
@@ -326,14 +322,14 @@ def main(chan_fds: tuple[int, int], setup: dict) -> None:
     from ..sandbox.policy import close_unix_sockets
 
     try:
-        rfd, wfd = isolate(chan_fds, setup["dirs"], signal.SIGKILL, setup["judge"])
+        fds = isolate(chan_fds, setup["dirs"], signal.SIGKILL, setup["judge"])
         close_unix_sockets(bool(setup["use_cuda"]))
         if not setup["use_cuda"]:
             limit_address_space(int(setup["memory_limit_mb"]) * 1024 * 1024)
         from ..contestant.autotune import prepare
 
         prepare(not setup["use_cuda"])  # a reference that calls an autotuned kernel
-        serve(Channel(rfd, wfd), setup)
+        serve(Channel(*fds), setup)
     finally:
         os._exit(1)
 
@@ -360,63 +356,66 @@ class Reference:
         self.backward = backward  # BENCH["backward"]: calls are forward + backward
         self.grad_inputs: list[int] = []  # the inputs that require grad (backward)
         self.sizes: dict = {}  # the reference process's rebound sizes (runtime.sizes)
-        self._sha: dict[str, str] = {}
 
     def _shaped(self, msg: dict) -> dict:
         """``msg`` for the current :attr:`shape` (unchanged without one)."""
         return msg if self.shape is None else {**msg, "shape": self.shape}
 
-    def _ask(self, msg: dict) -> None:
+    def _ask(self, msg: dict) -> dict:
         answer = self.peer.ask(self._shaped(msg), "done")
-        sha = answer.get("sha256")
-        self._sha = sha if isinstance(sha, dict) else {}
         grads = answer.get("grad_inputs")
         if isinstance(grads, list) and all(type(i) is int for i in grads):
             self.grad_inputs = grads
+        return answer
 
-    def _read(self, path: str, torch, device: str = "cpu", keep: bool = False):
-        """The file's value, verified against the digest the process reported over the
-        channel (the candidate process shares the directory and could replace the file)."""
+    @staticmethod
+    def segments(answer: dict, key: str, count: int) -> list[exchange.Segment]:
+        """The ``count`` segments the process sent under ``key``. Raises Failure (protocol
+        violation) when they are not there."""
+        got = answer.get(key)
+        got = [got] if isinstance(got, exchange.Segment) else got
+        if not isinstance(got, list) or len(got) != count:
+            raise protocol_violation(f"reference process: expected {count} segments in {key!r}")
+        if not all(isinstance(g, exchange.Segment) for g in got):
+            raise protocol_violation(f"reference process: {key!r} holds no segment")
+        return got
 
+    @staticmethod
+    def value(segment: exchange.Segment, torch, device: str = "cpu", keep: bool = False):
+        """The value of a segment the process sent, on ``device``; the descriptor is closed
+        unless ``keep`` (to forward the segment to the candidate)."""
         try:
-            return exchange.load(
-                path, torch=torch, map_location=device, sha256=str(self._sha.get(path, ""))
-            )
+            return segment.value(torch, device)
         except exchange.ExchangeError as exc:
-            raise protocol_violation(f"reference file: {exc}") from None
+            raise protocol_violation(f"reference segment: {exc}") from None
         finally:
             if not keep:
-                discard(path)
+                segment.close()
 
-    def case(self, seed: int, torch) -> tuple[str, tuple, object]:
-        """``(inputs file, inputs, reference outputs)`` of ``seed``, both on the CPU; the file
-        is left for the candidate (the caller removes it). Raises Failure (the harness's
-        runtime_error, or the process's death)."""
-        p_in, p_ref = self.peer.path("inputs"), self.peer.path("expected")
+    def case(self, seed: int, torch) -> tuple[exchange.Segment, tuple, object]:
+        """``(inputs segment, inputs, reference outputs)`` of ``seed``, both on the CPU; the
+        segment is left open for the candidate (the caller closes it). Raises Failure (the
+        harness's runtime_error, or the process's death)."""
         self.peer.doing = f"making the inputs and reference of seed {seed} (get_inputs, reference)"
-        self._ask({"op": "cases", "seeds": [seed], "inputs": [p_in], "expected": [p_ref]})
-        inputs = self._read(p_in, torch, keep=True)
-        return p_in, tuple(inputs), self._read(p_ref, torch)
+        answer = self._ask({"op": "cases", "seeds": [seed], "expected": True})
+        (seg,) = self.segments(answer, "inputs", 1)
+        (ref,) = self.segments(answer, "expected", 1)
+        inputs = self.value(seg, torch, keep=True)
+        return seg, tuple(inputs), self.value(ref, torch)
 
-    def inputs(self, seeds: list[int], torch, device: str) -> list[tuple]:
-        """The inputs of ``seeds`` on ``device`` (kept by the process for :meth:`expected`)."""
-        paths = [self.peer.path("inputs") for _ in seeds]
+    def inputs(self, seeds: list[int], torch, device: str) -> list[tuple[exchange.Segment, tuple]]:
+        """``(segment, inputs on device)`` of each of ``seeds`` (kept by the process for
+        :meth:`expected`); the segments are left open for the candidate."""
         self.peer.doing = f"making the inputs of {len(seeds)} timing seeds (get_inputs)"
-        msg = {
-            "op": "cases",
-            "seeds": list(seeds),
-            "inputs": paths,
-            "expected": [None] * len(seeds),
-        }
-        self._ask(msg)
-        return [tuple(self._read(p, torch, device)) for p in paths]
+        answer = self._ask({"op": "cases", "seeds": list(seeds), "expected": False})
+        segs = self.segments(answer, "inputs", len(seeds))
+        return [(seg, tuple(self.value(seg, torch, device, keep=True))) for seg in segs]
 
     def expected(self, seeds: list[int], torch) -> list:
         """The reference outputs (CPU) of inputs made earlier by :meth:`inputs`."""
-        paths = [self.peer.path("expected") for _ in seeds]
         self.peer.doing = "computing the references of timed repetitions (reference)"
-        self._ask({"op": "expected", "seeds": list(seeds), "paths": paths})
-        return [self._read(p, torch) for p in paths]
+        answer = self._ask({"op": "expected", "seeds": list(seeds)})
+        return [self.value(seg, torch) for seg in self.segments(answer, "expected", len(seeds))]
 
     def derived_plan(self, seed: int, shape: dict | None) -> dict:
         """The derived inputs of ``seed``'s inputs (of ``BENCH["shapes"]`` entry ``shape``):
@@ -430,15 +429,14 @@ class Reference:
         return clean_plan(self.peer.ask(msg, "plan").get("plan"))
 
     def derived_case(self, seed: int, shape: dict | None, desc: dict, torch):
-        """``(inputs file, inputs, reference outputs)`` of the derived input ``desc`` of
+        """``(inputs segment, inputs, reference outputs)`` of the derived input ``desc`` of
         ``seed``'s inputs, as :meth:`case`. Raises :class:`.derived_checks.Unusable` when the
         derivation does not apply or the reference raises (or dies, or hangs) on it."""
         from ..runtime.failures import Failure
         from .derived_checks import Unusable
 
-        p_in, p_ref = self.peer.path("inputs"), self.peer.path("expected")
         self.peer.doing = f"making the derived input {desc.get('name')} (get_inputs, reference)"
-        msg = {"op": "derived", "seed": seed, "derive": desc, "inputs": p_in, "expected": p_ref}
+        msg = {"op": "derived", "seed": seed, "derive": desc}
         if shape:
             msg["shape"] = shape
         try:
@@ -448,15 +446,15 @@ class Reference:
             raise Unusable(f"the reference cannot run on it: {why}") from None
         if answer.get("skip"):
             raise Unusable(str(answer["skip"])[:300])
-        sha = answer.get("sha256")
-        self._sha = sha if isinstance(sha, dict) else {}
-        inputs = self._read(p_in, torch, keep=True)
-        return p_in, tuple(inputs), self._read(p_ref, torch)
+        (seg,) = self.segments(answer, "inputs", 1)
+        (ref,) = self.segments(answer, "expected", 1)
+        inputs = self.value(seg, torch, keep=True)
+        return seg, tuple(inputs), self.value(ref, torch)
 
     @staticmethod
-    def discard(path: str) -> None:
-        """Remove an exchange file the caller was left (errors ignored)."""
-        discard(path)
+    def discard(segment: exchange.Segment) -> None:
+        """Close a segment the caller was left (by :meth:`case` or :meth:`derived_case`)."""
+        segment.close()
 
     def work(self, seed: int) -> tuple[dict[str, float], list[str]]:
         """``({"flops", "bytes"}, warnings)`` of one call on the inputs of ``seed``."""

@@ -30,12 +30,12 @@ import random
 import time
 
 from ..contestant import timing
-from ..runtime import clocks, exchange
+from ..runtime import clocks
 from ..runtime.failures import Failure
 from .compare import compare, incorrect
 from .peers import Candidate
 from .roofline import plausibility
-from .rules import discard, no_launch, plain_outputs, protocol_violation, rejected
+from .rules import no_launch, plain_outputs, protocol_violation, rejected
 
 CLOCK_RULE = "timing inconsistent"
 FLOOR_RULE = "implausible latency"
@@ -160,9 +160,11 @@ def _verify_reps(picks: list[int], seeds: list[int], ref, cand: Candidate, stack
     (``seeds[i]``: the seed of pool entry ``i``), computed by the reference process; returns
     the first reference (an example output). Raises Failure: incorrect, rejected (not a plain
     tensor), protocol violation, the harness's runtime_error."""
-    paths = [cand.path(f"rep{i}") for i in picks]
-    cand.ask({"op": "send", "reps": picks, "paths": paths}, "sent")
-    outs = [cand.fetch(path, stack.torch) for path in paths]
+    answer = cand.ask({"op": "send", "reps": picks}, "sent")
+    sent = answer.get("sent")
+    if not isinstance(sent, list) or len(sent) != len(picks):
+        raise protocol_violation(f"expected {len(picks)} segments in 'sent'")
+    outs = [cand.received({"sent": seg}, "sent", stack.torch) for seg in sent]
     refs = ref.expected([seeds[i] for i in picks], stack.torch)
     first = None
     for i, out, expected in zip(picks, outs, refs, strict=True):
@@ -174,6 +176,16 @@ def _verify_reps(picks: list[int], seeds: list[int], ref, cand: Candidate, stack
     return first
 
 
+def _touch(value, torch) -> None:
+    """Read every byte of the storages of ``value``'s tensors, as a consumer of a fresh
+    mapping does (a sum over the bytes faults each page in; the result is not used)."""
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            _touch(v, torch)
+    elif type(value) is torch.Tensor and value.device.type == "cpu":
+        torch.empty(0, dtype=torch.uint8).set_(value.untyped_storage()).sum()
+
+
 def _picks(n: int) -> list[int]:
     """The repetitions to verify: the first, the last and :data:`RANDOM_CHECKS` others."""
     middle = list(range(1, n - 1))
@@ -181,16 +193,28 @@ def _picks(n: int) -> list[int]:
     return sorted({0, n - 1, *rng.sample(middle, min(RANDOM_CHECKS, len(middle)))})
 
 
-def _make_pool(req: dict, stack, ref, cand: Candidate) -> tuple[tuple, list[tuple], list[int]]:
-    """The timing buffers (the timing seed), a pool of fresh inputs (seeds from
-    ``os.urandom``, drawn now, never sent to the candidate) and the pool's seeds, all made by
-    the reference process, on the judge's device. Raises Failure when the harness fails."""
+def _make_pool(req: dict, stack, ref, cand: Candidate) -> tuple[list, list[int]]:
+    """The timing buffers (the timing seed) and a pool of fresh inputs (seeds from
+    ``os.urandom``, drawn now, never sent to the candidate), all made by the reference
+    process, as ``(segment, inputs on the judge's device)`` pairs with the buffers first,
+    and the pool's seeds. The caller closes the segments. Raises Failure when the harness
+    fails."""
     seed = int(req.get("timing_seed", 1000))
-    (buffers,) = ref.inputs([seed], stack.torch, stack.device)
-    n = pool_size(req, stack.use_cuda, buffers, cand.call_ms)
-    taken = {seed, *(int(s) for s in req.get("seeds") or [])}
-    seeds = _fresh_seeds(n, taken)
-    return buffers, ref.inputs(seeds, stack.torch, stack.device), seeds
+    made = ref.inputs([seed], stack.torch, stack.device)
+    try:
+        n = pool_size(req, stack.use_cuda, made[0][1], cand.call_ms)
+        taken = {seed, *(int(s) for s in req.get("seeds") or [])}
+        seeds = _fresh_seeds(n, taken)
+        made += ref.inputs(seeds, stack.torch, stack.device)
+    except BaseException:
+        _close(made)
+        raise
+    return made, seeds
+
+
+def _close(made: list) -> None:
+    for seg, _ in made:
+        seg.close()
 
 
 def timing_clock(use_cuda: bool, pid: int) -> str:
@@ -225,15 +249,26 @@ def _time_once(req: dict, stack, ref, cand: Candidate, errors: dict) -> dict:
     buffers), ``clock`` (None or why the samples disagree with the judge's clock) and
     ``clock_kind`` (:func:`timing_clock`). Raises Failure (no kernel launch, incorrect,
     protocol violation, the candidate's errors)."""
-    buffers, pool, seeds = _make_pool(req, stack, ref, cand)
-    p_buf, p_pool = cand.path("buffers"), cand.path("pool")
+    made, seeds = _make_pool(req, stack, ref, cand)
+    try:
+        return _time_made(req, stack, ref, cand, errors, made, seeds)
+    finally:
+        _close(made)
+
+
+def _time_made(req: dict, stack, ref, cand: Candidate, errors: dict, made: list, seeds: list):
+    """:func:`_time_once` on the buffers and pool made (``(segment, inputs)`` pairs)."""
+    buffers, pool = made[0][1], [inputs for _, inputs in made[1:]]
     kind = timing_clock(stack.use_cuda, cand.pid)
+    # The candidate maps the same segments (no copy; onto the GPU with one copy each): its
+    # cost is estimated by the judge's own mapping of the buffers, timed on the same clock,
+    # times the number of segments (the pool's entries have the buffers' shapes).
     t0 = clocks.now_ms(kind)
-    exchange.save(p_buf, buffers, torch=stack.torch, numpy=stack.numpy)
-    exchange.save(p_pool, pool, torch=stack.torch, numpy=stack.numpy)
-    save_ms = clocks.now_ms(kind) - t0
+    _touch(made[0][0].value(stack.torch, stack.device), stack.torch)
+    map_ms = (clocks.now_ms(kind) - t0) * len(made)
     warmup_ms = float(req.get("warmup_ms", 25.0))
-    msg = {"op": "time", "buffers": p_buf, "pool": p_pool, "warmup_ms": warmup_ms}
+    msg = {"op": "time", "buffers": made[0][0], "pool": [seg for seg, _ in made[1:]]}
+    msg["warmup_ms"] = warmup_ms
     if ref.backward:  # the timed region is forward + backward (all-ones upstream gradient)
         msg["grad_inputs"] = ref.grad_inputs
     msg.update(rep_ms=float(req.get("rep_ms", 100.0)), min_reps=MIN_REPS)
@@ -242,8 +277,6 @@ def _time_once(req: dict, stack, ref, cand: Candidate, errors: dict) -> dict:
     phase = _PhaseClock(kind, cand.pid)
     reply = cand.ask(msg, "samples_ms")
     phase_ms, resolution_ms = phase.elapsed()
-    discard(p_buf)
-    discard(p_pool)
     samples, launches = _samples(reply, len(pool))
     for i, count in enumerate(launches):
         no_launch(count, f"timed repetition {i}")
@@ -257,7 +290,7 @@ def _time_once(req: dict, stack, ref, cand: Candidate, errors: dict) -> dict:
         use_cuda=stack.use_cuda,
         clock=kind,
     )
-    allowance += 2.0 * save_ms  # the candidate's load of the files, as long as our save
+    allowance += 2.0 * map_ms  # the candidate's mapping of the segments, as long as ours
     med, p20, p80 = timing.latency_summary(samples)
     clock = _clock_reason(phase_ms, samples, allowance, warmup_ms, resolution_ms)
     chosen = reply.get("chosen") if isinstance(reply.get("chosen"), dict) else {}

@@ -70,8 +70,8 @@ class LocalReference:
         return None, inputs, out
 
     @staticmethod
-    def discard(path) -> None:
-        """Nothing to remove: the inputs never left this process."""
+    def discard(segment) -> None:
+        """Nothing to close: the inputs never left this process."""
 
 
 def _checker(call, harness, ctx: dict, fail):

@@ -1,10 +1,21 @@
-"""The judge <-> candidate channel: newline-delimited JSON objects over a pair of pipes.
+"""The judge <-> peer channel: newline-delimited JSON objects over a pair of pipes, and
+shared-memory segments (:class:`.runtime.exchange.Segment`) beside them over a Unix socket
+pair (issue 50).
 
 One :class:`Channel` per side, each reading one pipe and writing the other. The judge reads
-with a deadline (:meth:`Channel.recv` ``timeout_s``); the candidate reads without one. What
-arrives is untrusted on the judge's side: a line longer than :data:`MAX_LINE` bytes, not JSON
-or not an object raises :class:`ChannelError`, as does the end of the pipe (the peer died or
-closed it) and a deadline passed.
+with a deadline (:meth:`Channel.recv` ``timeout_s``); a peer reads without one. What arrives
+is untrusted on the judge's side: a line longer than :data:`MAX_LINE` bytes, not JSON or not
+an object raises :class:`ChannelError`, as does the end of the pipe (the peer died or closed
+it) and a deadline passed.
+
+A message may hold :class:`~.runtime.exchange.Segment` objects anywhere in its dicts and
+lists. :meth:`Channel.send` sends their descriptors first, as one ``SCM_RIGHTS`` record on
+the socket (``SOCK_SEQPACKET``: records keep their boundaries), then the line, in which each
+segment is ``{"$seg": i, "layout": ...}`` and the message counts them in ``"$nfds"``.
+:meth:`Channel.recv` takes exactly that many descriptors from the next record and turns each
+entry back into a Segment (:func:`~.runtime.exchange.adopt`: checked against its
+descriptor); a wrong count, a truncated record or a malformed layout is ``invalid``, and every
+descriptor received is closed. Sending closes nothing: the sender keeps its segments.
 """
 
 from __future__ import annotations
@@ -13,8 +24,14 @@ import json
 import os
 import time
 
-#: Longest message accepted (bytes, newline excluded); messages carry paths and figures only.
+from .exchange import ExchangeError, Segment, adopt
+
+#: Longest message accepted (bytes, newline excluded); messages carry layouts and figures.
 MAX_LINE = 1 << 20
+#: Most descriptors in one message (the kernel's ``SCM_MAX_FD`` is 253).
+MAX_FDS = 250
+_NFDS = "$nfds"
+_SEG = "$seg"
 
 
 class ChannelError(Exception):
@@ -27,24 +44,102 @@ class ChannelError(Exception):
         self.detail = detail
 
 
-class Channel:
-    """One end: reads JSON lines from fd ``rfd``, writes them to fd ``wfd`` (both owned)."""
+def _encode(obj, fds: list[int], depth: int = 0):
+    """``obj`` with each Segment replaced by its wire entry, its descriptor appended to
+    ``fds``."""
+    if isinstance(obj, Segment):
+        fds.append(obj.fd)
+        return {_SEG: len(fds) - 1, "layout": obj.layout}
+    if depth > 8:
+        return obj
+    if isinstance(obj, dict):
+        return {k: _encode(v, fds, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_encode(v, fds, depth + 1) for v in obj]
+    return obj
 
-    def __init__(self, rfd: int, wfd: int) -> None:
+
+def _decode(obj, fds: list[int], used: set[int], depth: int = 0):
+    """``obj`` with each wire entry replaced by the Segment it names (each descriptor used
+    once). Raises ChannelError("invalid")."""
+    if isinstance(obj, dict):
+        if _SEG in obj:
+            i = obj[_SEG]
+            if set(obj) != {_SEG, "layout"} or type(i) is not int or not 0 <= i < len(fds):
+                raise ChannelError("invalid", "a malformed segment entry")
+            if i in used:
+                raise ChannelError("invalid", "a descriptor named twice")
+            used.add(i)
+            try:
+                return adopt(os.dup(fds[i]), obj["layout"])
+            except (ExchangeError, OSError) as exc:
+                raise ChannelError("invalid", f"segment: {exc}") from None
+        if depth > 8:
+            return obj
+        return {k: _decode(v, fds, used, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, list) and depth <= 8:
+        return [_decode(v, fds, used, depth + 1) for v in obj]
+    return obj
+
+
+class Channel:
+    """One end: reads JSON lines from fd ``rfd``, writes them to fd ``wfd``, and passes
+    segments' descriptors over the Unix socket ``sock`` (an fd; None: a channel that carries
+    no segments). All owned."""
+
+    def __init__(self, rfd: int, wfd: int, sock: int | None = None) -> None:
         self.rfd = rfd
         self.wfd = wfd
+        self.sock = sock
         self._buf = bytearray()
 
     def send(self, message: dict) -> None:
-        """Write ``message`` as one JSON line. Raises ChannelError("closed") when the peer is
-        gone (broken pipe)."""
-        data = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        """Write ``message`` as one JSON line, after the descriptors of the segments in it.
+        Raises ChannelError("closed") when the peer is gone (broken pipe)."""
+        fds: list[int] = []
+        wire = _encode(message, fds)
+        if fds:
+            if self.sock is None or len(fds) > MAX_FDS:
+                raise ChannelError("invalid", f"{len(fds)} segments on a channel for none")
+            wire[_NFDS] = len(fds)
+            import socket
+
+            try:
+                with socket.socket(fileno=os.dup(self.sock)) as sock:
+                    socket.send_fds(sock, [b"s"], fds)
+            except OSError as exc:
+                raise ChannelError("closed", str(exc)) from None
+        data = json.dumps(wire, separators=(",", ":")).encode() + b"\n"
         view = memoryview(data)
         try:
             while view:
                 view = view[os.write(self.wfd, view) :]
         except (BrokenPipeError, OSError) as exc:
             raise ChannelError("closed", str(exc)) from None
+
+    def _take_fds(self, n, deadline: float | None) -> list[int]:
+        """The ``n`` descriptors of the next record on the socket. Raises ChannelError."""
+        import select
+        import socket
+
+        if self.sock is None or type(n) is not int or not 0 < n <= MAX_FDS:
+            raise ChannelError("invalid", f"a message announcing {str(n)[:20]} descriptors")
+        while True:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise ChannelError("timeout")
+            if select.select([self.sock], [], [], wait)[0]:
+                break
+        with socket.socket(fileno=os.dup(self.sock)) as sock:
+            try:
+                _, fds, flags, _ = socket.recv_fds(sock, 16, MAX_FDS + 1)
+            except OSError as exc:
+                raise ChannelError("closed", str(exc)) from None
+        if len(fds) != n or flags & getattr(socket, "MSG_CTRUNC", 0):
+            for fd in fds:
+                os.close(fd)
+            raise ChannelError("invalid", f"{len(fds)} descriptors where {n} were announced")
+        return fds
 
     def _line(self) -> bytes | None:
         """A complete line from the buffer (without its newline), else None."""
@@ -87,13 +182,21 @@ class Channel:
             raise ChannelError("invalid", f"not JSON: {exc}") from None
         if not isinstance(message, dict):
             raise ChannelError("invalid", "not a JSON object")
-        return message
+        if _NFDS not in message:
+            return _decode(message, [], set())
+        fds = self._take_fds(message.pop(_NFDS), deadline)
+        try:
+            return _decode(message, fds, set())
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def close(self) -> None:
-        """Close both fds (errors ignored)."""
-        for fd in (self.rfd, self.wfd):
+        """Close all three fds (errors ignored)."""
+        for fd in (self.rfd, self.wfd, self.sock):
             try:
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
             except OSError:
                 pass
 
@@ -119,3 +222,17 @@ def serve_requests(chan: Channel, handlers: dict, error_of) -> None:
             answer = {"error": error_of(exc, msg)}
         sys.stdout.flush()
         chan.send(answer)
+        close_segments(answer)
+
+
+def close_segments(obj, depth: int = 0) -> None:
+    """Close every Segment in ``obj`` (a message's dicts and lists): what a peer sent is the
+    receiver's now, and an open descriptor would keep its memory."""
+    if isinstance(obj, Segment):
+        obj.close()
+    elif isinstance(obj, dict) and depth <= 8:
+        for v in obj.values():
+            close_segments(v, depth + 1)
+    elif isinstance(obj, (list, tuple)) and depth <= 8:
+        for v in obj:
+            close_segments(v, depth + 1)

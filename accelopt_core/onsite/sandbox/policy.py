@@ -168,7 +168,7 @@ def confine_judge(dirs: dict) -> None:
     fd = STATE["ruleset"]
     if fd is None:
         return
-    own = [d for d in (dirs.get("root"), dirs.get("xroot")) if d]
+    own = [d for d in (dirs.get("root"),) if d]
     outside = [d for d in own if not paths.under(d, STATE["scratch"])]
     try:
         if outside:

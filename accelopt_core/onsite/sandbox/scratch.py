@@ -27,14 +27,12 @@ def _shm_usable() -> bool:
 
 
 def scratch_roots() -> list[str]:
-    """This process's scratch roots (mode 0700, made at the first call): one in the temporary
-    directory, one in ``/dev/shm`` where it is writable (the exchange files go through
-    memory)."""
+    """This process's scratch roots (mode 0700, made at the first call): one, in the temporary
+    directory. (Until issue 50 a second one in ``/dev/shm`` held the exchange files; tensors
+    now cross in anonymous shared memory, :mod:`..runtime.exchange`, and :func:`sweep` still
+    removes what dead workers of older versions left there.)"""
     if not _ROOTS:
-        tag = f"{PREFIX}{os.getpid()}-"
-        _ROOTS.append(tempfile.mkdtemp(prefix=tag))
-        if _shm_usable():
-            _ROOTS.append(tempfile.mkdtemp(prefix=tag, dir=SHM))
+        _ROOTS.append(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
     return list(_ROOTS)
 
 

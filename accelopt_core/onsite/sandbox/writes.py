@@ -3,15 +3,14 @@ candidate", item 8: what the sandbox saw counts too). Standard library only.
 
 Everything a candidate process may write lies in its evaluation's directories
 (:func:`..judge.peers.new_dirs`: ``root`` with its working directory ``cwd``, which is also its
-``HOME``, and its temporary directory ``tmp``; ``xroot`` in ``/dev/shm``): the judge's Landlock
+``HOME``, and its temporary directory ``tmp``): the judge's Landlock
 rules grant nothing else but the device nodes and the existing files beneath ``/proc``
 (:func:`.policy.confine_judge`). The judge takes a :class:`Watch` of those directories before
 it forks the candidate process and compares after each answer: a file or directory created,
 changed (size, modification time, inode, type) or removed is the ``file written`` rejection,
 naming the path as the candidate saw it (``~/probe.wav``, ``$TMPDIR/x``).
 
-Left out, by name: the exchange directory (``dirs["x"]``: the judge's and the candidate
-process's files, :mod:`..runtime.exchange`), the evaluation's compile caches
+Left out, by name: the evaluation's compile caches
 (:func:`.caches.private_root`: Triton and the CUDA driver write there during a call; removed
 with the evaluation, never read by another, :mod:`.caches`) and the directories of the other
 processes of the evaluation (:data:`PEERS`: the reference and compile-stage processes get
@@ -65,8 +64,6 @@ def peer_watch(dirs: Mapping[str, str]) -> Watch:
 def excluded(dirs: Mapping[str, str]) -> set[str]:
     """The directories :class:`Watch` leaves out (see the module)."""
     out = {private_root(dirs), *(os.path.join(dirs["root"], p) for p in PEERS)}
-    if dirs.get("x"):
-        out.add(dirs["x"])
     return {os.path.abspath(p) for p in out}
 
 
@@ -130,7 +127,7 @@ class Watch:
         self.dirs = dict(dirs)
         self.skip = excluded(dirs)
         if roots is None:  # the candidate process's: the whole evaluation but what is left out
-            roots = (dirs.get("root"), dirs.get("xroot"))
+            roots = [dirs.get("root")]
         else:  # another process's own directories (:func:`peer_dirs`)
             roots = [os.path.abspath(r) for r in roots]
             self.skip -= set(roots)
@@ -180,14 +177,14 @@ DENIED = "denied_write"
 def guard_process(dirs: Mapping[str, str], send=None) -> None:
     """:func:`guard` in a process that runs candidate code (the candidate process, the
     compile stage) where the sandbox confines the filesystem (:func:`.policy.setup_worker`):
-    writable are the evaluation's directories (``dirs``: ``root``, ``xroot``), the device
+    writable are the evaluation's directories (``dirs``: ``root``), the device
     nodes and ``/proc``'s files. ``send``: the judge's channel (None: refuse, report nothing).
     """
     from . import paths, policy
 
     if not policy.STATE.get("filesystem"):
         return
-    own = [d for d in (dirs.get("root"), dirs.get("xroot")) if d]
+    own = [d for d in (dirs.get("root"),) if d]
     guard(send, own + paths.device_nodes() + list(paths.FILES_WRITABLE))
 
 

@@ -26,7 +26,6 @@ from typing import Any
 from ..judge import derived_checks, shapes
 from ..judge import timing as judge_timing
 from ..judge.compare import (
-    clone,
     compare,
     correct_on_seeds,
     incorrect,
@@ -42,7 +41,7 @@ from ..judge.peers import (
     spawn_reference,
 )
 from ..judge.referee import Reference
-from ..judge.rules import discard, no_launch, plain_outputs, protocol_violation
+from ..judge.rules import no_launch, plain_outputs, protocol_violation
 from ..protocol import result_dict
 from ..runtime.device import gpu_visible, versions, watch_memory
 from ..runtime.failures import Failure, short
@@ -167,34 +166,34 @@ def _check_seed(
     other ``@triton.autotune`` config pinned. Raises Failure: runtime_error / compile_error
     (harness or candidate), rejected (no launch, not a plain tensor, protocol), incorrect
     (mutated input, mismatch)."""
-    p_in, inputs, expected = ref.case(seed, stack.torch)
+    seg, inputs, expected = ref.case(seed, stack.torch)
     try:
-        case = (seed, p_in, inputs, expected)
+        case = (seed, seg, inputs, expected)
         reply = _check_call(case, ref, cand, stack, errors, None)
         count = reply.get("configs") if configs and not stack.use_cuda else 1
         count = count if type(count) is int else 1
         for index in range(1, min(count, MAX_CHECKED_CONFIGS)):
             _check_call(case, ref, cand, stack, errors, (index, count))
     finally:
-        discard(p_in)
+        seg.close()
 
 
 def _check_call(
     case, ref: Reference, cand: Candidate, stack: Stack, errors: dict, config, where=None
 ):
-    """One checked call of the candidate on ``case`` (``(seed, inputs file, inputs,
+    """One checked call of the candidate on ``case`` (``(seed, inputs segment, inputs,
     expected)``), with autotune config ``config`` (``(index, count)``) pinned when given.
     ``where``: how messages name a derived input's case (issues 22, 29; its call times and kernel
     profile are not kept). Returns the candidate's answer; raises Failure as
     :func:`_check_seed`."""
-    seed, p_in, inputs, expected = case
+    seed, seg, inputs, expected = case
     derived = where is not None
     if where is None:
         where = f"seed {seed}" + (f", shape {shape_text(ref.shape)}" if ref.shape else "")
         where += f", autotune config {config[0] + 1} of {config[1]}" if config else ""
-    before = clone(inputs)
-    p_out, p_after = cand.path("outputs"), cand.path("after")
-    msg = {"op": "check", "inputs": p_in, "outputs": p_out, "after": p_after}
+    # ``inputs`` is this judge's private mapping of a sealed segment (runtime.exchange): the
+    # candidate's writes stay in its own pages, so it is the judge's copy from before the call.
+    msg = {"op": "check", "inputs": seg}
     if config:
         msg["config"] = config[0]
     if ref.backward:  # forward + backward, upstream gradient seeded by the check's seed
@@ -209,12 +208,12 @@ def _check_call(
     no_launch(reply["launches"], where)
     if config is None and not derived and ref.shape == (ref.shapes or [None])[0]:
         _keep_kernel_profile(cand, reply.get("kernels"))
-    out = cand.fetch(p_out, stack.torch)
+    out = cand.received(reply, "outputs", stack.torch)
     plain_outputs(out, where)
-    after = cand.fetch(p_after, stack.torch)
-    if not isinstance(after, tuple) or len(after) != len(before):
+    after = cand.received(reply, "after", stack.torch)
+    if not isinstance(after, tuple) or len(after) != len(inputs):
         raise protocol_violation("the inputs after the call are not the inputs")
-    mutated = mutated_input(after, before)
+    mutated = mutated_input(after, inputs)
     if mutated is not None:
         raise Failure(
             result_dict("incorrect", f"mutated input #{mutated} ({where}); inputs are read-only")

@@ -64,7 +64,7 @@ def _cuda_device(requested: Device, warnings: list[str]) -> Device:
     return found
 
 
-def _body(fds: tuple[int, int], setup: dict) -> None:
+def _body(fds: tuple[int, ...], setup: dict) -> None:
     """The stage process after the fork; never returns."""
     import faulthandler
     import signal
@@ -75,7 +75,7 @@ def _body(fds: tuple[int, int], setup: dict) -> None:
     from .ncu import ncu_path
 
     try:
-        rfd, wfd = isolate(fds, setup["dirs"], signal.SIGKILL, setup["judge"])
+        fds = isolate(fds, setup["dirs"], signal.SIGKILL, setup["judge"])
         if not (setup["use_cuda"] and ncu_path()):  # Nsight Compute, run from here, is not
             close_unix_sockets(bool(setup["use_cuda"]))  # known to do without them: untried
         # Silent on a crash: the candidate process runs the same launcher beside this one and
@@ -85,7 +85,7 @@ def _body(fds: tuple[int, int], setup: dict) -> None:
         faulthandler.disable()
         if not setup["use_cuda"]:
             limit_address_space(int(setup["memory_limit_mb"]) * 1024 * 1024)
-        chan = Channel(rfd, wfd)
+        chan = Channel(*fds)
         switch_to_compiler()
         warnings: list[str] = []
         if setup["use_cuda"]:
@@ -272,7 +272,7 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> StagePeer | None:
         "judge": os.getpid(),
     }
     watch = peer_watch(setup["dirs"])  # issue 53: before the stage runs the candidate's code
-    proc = fork_peer(dict(req), ctx, lambda fds: _body(fds, setup), Candidate, dirs["x"])
+    proc = fork_peer(dict(req), ctx, lambda fds: _body(fds, setup), Candidate)
     return StagePeer(proc, device, watch)
 
 
