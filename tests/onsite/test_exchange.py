@@ -218,3 +218,61 @@ def test_a_peer_that_announces_descriptors_and_sends_none_times_out():
     with pytest.raises(ChannelError) as err:
         judge.recv(0.3)
     assert err.value.kind == "timeout"
+
+
+def _tree(root: int) -> set[int]:
+    """``root`` and every process descending from it."""
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = open(f"/proc/{name}/stat").read()
+                parents[int(name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return tree
+
+
+def _segments_held(pids: set[int]) -> list[str]:
+    """The exchange's memfds open in ``pids`` (``pid:fd``); processes whose fds this user cannot
+    read are skipped."""
+    held = []
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if "accelopt-exchange" in os.readlink(f"/proc/{pid}/fd/{fd}"):
+                    held.append(f"{pid}:{fd}")
+            except OSError:
+                pass
+    return held
+
+
+@pytest.mark.slow
+def test_crashing_candidates_leave_no_shared_memory_behind():
+    """Issue 50: candidates that die mid-call (a segfault, an exit) on a warm worker leave no
+    segment open in the worker's processes and nothing in /dev/shm; the next evaluation on the
+    same worker is judged as usual."""
+    from tests.onsite.runs import WarmRunner, make_request, src
+
+    shm_before = {n for n in os.listdir("/dev/shm") if n.startswith("accelopt")}
+    runner = WarmRunner()
+    try:
+        for name, status in (("segfault.py", "runtime_error"), ("exit3.py", "runtime_error")):
+            result = runner.run(make_request(src(name)))
+            assert result.status == status, result.message
+            assert _segments_held(_tree(runner.proc.pid)) == []
+        result = runner.run(make_request(src("add.py")))
+        assert result.status == "ok", result.message
+        assert _segments_held(_tree(runner.proc.pid)) == []
+    finally:
+        assert runner.close() == 0
+    assert {n for n in os.listdir("/dev/shm") if n.startswith("accelopt")} <= shm_before

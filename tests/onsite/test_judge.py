@@ -105,6 +105,49 @@ HOSTILE = {
         "with open(os.environ['ACCELOPT_TEST_REPORT'], 'w') as _f:\n"
         "    _f.write(repr(_won))\n"
     ),
+    # issue 50: keeps every shared-memory descriptor it is given or sends (its process's
+    # exchange patched to dup instead of close), tries to write, grow and map each writable
+    # after its first call returned, writes NaN into that call's inputs and output from a
+    # thread meanwhile, and writes past its output into the buffer the output views
+    "handles": _module_level(
+        "import mmap, os, sys, threading, time\n"
+        "_KEPT, _WON, _FIRST = [], [], []\n"
+        "for _m in list(sys.modules.values()):\n"
+        "    _S = getattr(_m, 'Segment', None)\n"
+        "    if isinstance(_S, type) and hasattr(_S, 'dup') and hasattr(_S, 'value'):\n"
+        "        _S.close = lambda self: _KEPT.append(os.dup(self.fd))\n"
+        "def _attack():\n"
+        "    time.sleep(0.3)\n"
+        "    for _fd in list(_KEPT):\n"
+        "        for _how, _fn in (\n"
+        "            ('pwrite', lambda: os.pwrite(_fd, b'\\0' * 4, 0)),\n"
+        "            ('ftruncate', lambda: os.ftruncate(_fd, 1 << 20)),\n"
+        "            ('mmap', lambda: mmap.mmap(_fd, 4, mmap.MAP_SHARED, mmap.PROT_WRITE)),\n"
+        "        ):\n"
+        "            try:\n"
+        "                _fn()\n"
+        "                _WON.append(f'{_how} {_fd}')\n"
+        "            except (OSError, ValueError):\n"
+        "                pass\n"
+        "    for _t in _FIRST:\n"
+        "        _t.fill_(float('nan'))\n"
+        "    with open(os.environ['ACCELOPT_TEST_REPORT'], 'a') as _f:\n"
+        "        _f.write(repr((len(_KEPT), _WON)) + '\\n')\n"
+    )
+    .replace(
+        "    out = torch.empty_like(x)\n",
+        "    buf = torch.empty(2 * x.numel())\n    out = buf[: x.numel()]\n",
+        1,
+    )
+    .replace(
+        "    return out\n",
+        "    add_kernel[(triton.cdiv(n, 64),)](y, y, buf[n:], n, BLOCK=64)\n"
+        "    if not _FIRST:\n"
+        "        _FIRST.extend((x, y, out))\n"
+        "        threading.Thread(target=_attack, daemon=True).start()\n"
+        "    return out\n",
+        1,
+    ),
     # a tensor subclass as the output
     "subclass": _module_level("class Sub(torch.Tensor):\n    pass\n").replace(
         "    return out\n", "    return out.as_subclass(Sub)\n", 1
@@ -168,7 +211,7 @@ def _request(name: str) -> dict:
 def _run(name: str, argv, tmp: Path, runner=None) -> EvalResult:
     req = _request(name)
     env = dict(os.environ, ACCELOPT_TEST_REPORT=str(tmp / f"{name}.report"))
-    if name == "proc":  # it writes its report to a file of the test
+    if name in ("proc", "handles"):  # it writes its report to a file of the test
         env.update(UNCONFINED_FILES)
     if "harness_source" in req:  # a request of its own (another harness)
         request = EvalRequest(rep_ms=5.0, timeout_s=90.0, **req)
@@ -247,6 +290,23 @@ def test_a_patched_reference_does_not_fool_the_judge(hostile):
     assert r.status == "incorrect", r.message
     # the example benchmarks BENCH["shapes"]: the first seed of its first shape is wrong
     assert r.message.startswith("seed 1, shape rows=16, cols=64: mismatch"), r.message
+
+
+@pytest.mark.slow
+def test_shared_memory_kept_or_written_after_the_call_changes_nothing_the_judge_reads(hostile):
+    """Issue 50's trust rules with a hostile candidate: the descriptors it kept are sealed
+    (no write, growth or writable shared mapping succeeds), its writes into its inputs and
+    output after returning stay in its own pages, and what it wrote past its output into the
+    buffer behind it never reaches the judge: the honest verdict, with a real latency."""
+    r = hostile["handles"]
+    _not_forged(r)
+    assert r.status == "ok", r.message
+    # one line per process that ran its launcher (the candidate process; the compile stage's
+    # capture too, which is given no segment)
+    lines = (hostile["_tmp"] / "handles.report").read_text().splitlines()
+    reports = [eval(line) for line in lines]
+    assert max(kept for kept, _ in reports) >= 3  # its inputs, outputs and inputs after a call
+    assert all(won == [] for _, won in reports)
 
 
 @pytest.mark.slow
