@@ -116,10 +116,21 @@ def lsp_custom_notifications() -> list[str]:
 def lsp_server_facts() -> dict[str, Any]:
     """What a real server registers: ``handled`` methods, ``commands`` (name -> the feature
     method's docstring) and ``code_action_kinds``."""
+    import logging
+
     from accelopt_server.features import COMMANDS
+    from accelopt_server.logs import LOGGER_NAME
     from accelopt_server.server import create_server
 
-    server = create_server()
+    # A server routes the ``accelopt`` logger to its client and stops its propagation: undo
+    # that here, so that the build (or a test process that imports this) keeps its logging.
+    logger = logging.getLogger(LOGGER_NAME)
+    saved = (list(logger.handlers), logger.propagate, logger.level)
+    try:
+        server = create_server()
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.propagate, logger.level = saved[1], saved[2]
     fm = server.protocol.fm
     options = fm.feature_options.get("textDocument/codeAction")
     kinds = [str(k.value) for k in getattr(options, "code_action_kinds", None) or []]

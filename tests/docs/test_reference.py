@@ -18,6 +18,21 @@ yaml = pytest.importorskip("yaml")  # the docs extra (mkdocs) brings it
 REF = reference()
 
 
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """A server routes the ``accelopt`` logger to its client: undo that for the other tests of
+    this process (a caplog test of ``accelopt.search`` saw nothing after it)."""
+    import logging
+
+    from accelopt_server.logs import LOGGER_NAME
+
+    logger = logging.getLogger(LOGGER_NAME)
+    saved = (list(logger.handlers), logger.propagate, logger.level)
+    yield
+    logger.handlers[:] = saved[0]
+    logger.propagate, logger.level = saved[1], saved[2]
+
+
 def _page(path: str) -> str:
     return REF.page_text(path)
 
