@@ -269,8 +269,10 @@ async def test_a_gate_rejection_reaches_the_memory_as_a_hack(
     add_file: KernelFile, evaluator: Evaluator, tmp_path: Path
 ) -> None:
     """The host-side static gate of the real Evaluator (no target run): its rejection names the
-    rule, and the learner stores it as ``reward-hack: gate: ...``."""
-    bad = add_file.source.replace("def add(", 'import os\nos.system("true")\n\ndef add(', 1)
+    rule, and the learner stores it as ``reward-hack: gate: ...``. The shell is reached through
+    torch's re-export of ``os`` (an ``import os`` the original does not have is already
+    ``gate: module not allowed``, issue 53)."""
+    bad = add_file.source.replace("def add(", 'torch.os.system("true")\n\ndef add(', 1)
     slow, _ = step(add_file, 2.0, 1.0)
     fast = Candidate.child(slow, Plan("shell out", "Run a shell."), bad, 1)
     fast.result = await evaluator.evaluate(add_file.source, bad, "add")
