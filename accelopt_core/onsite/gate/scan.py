@@ -13,6 +13,7 @@ from ..names import (
     module_statements,
     resolved_name,
 )
+from .imports import ImportChecks
 from .launcher import (
     Reached,
     is_mutable_value,
@@ -23,22 +24,18 @@ from .rules import (
     ATTRIBUTES,
     BUILTINS,
     DYNAMIC_GETATTR,
-    GLOBALS,
-    MODULE_NOT_ALLOWED,
     PROCESS,
     SWALLOW,
-    WORKER,
     Violation,
-    imported_paths,
-    name_rule,
     short_source,
 )
-from .stack import RAW_MEMORY, module_allowed, reached_module
+from .stack import RAW_MEMORY
 
 
-class Scan:
+class Scan(ImportChecks):
     """The rules that hold in all changed code (kernels, launcher, module level, any function):
-    one walk over the changed statements, then :meth:`first` finds the earliest violation."""
+    one walk over the changed statements, then :meth:`first` finds the earliest violation. The
+    checks of imports and of the names they resolve come from :class:`.imports.ImportChecks`."""
 
     def __init__(
         self,
@@ -87,75 +84,6 @@ class Scan:
             if found is not None and (best is None or found[2] < best[2]):
                 best = found
         return best
-
-    def import_(self, node: ast.Import | ast.ImportFrom) -> Violation | None:
-        if isinstance(node, ast.ImportFrom) and node.level > self.package_depth:
-            where = (
-                "beyond the kernel's top-level package"
-                if self.package_depth
-                else "in a module outside a package"
-            )
-            return (
-                WORKER[0],
-                f"a relative import {where} is not allowed ({WORKER[1]})",
-                node.lineno,
-            )
-        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-            return (
-                GLOBALS[0],
-                f"'from {node.module} import *' is not allowed ({GLOBALS[1]})",
-                node.lineno,
-            )
-        for path in imported_paths(node):
-            found = self._name_violation(canonical_module(path), node, alias=True)
-            if found is not None:
-                return found
-        if isinstance(node, ast.ImportFrom) and node.level:
-            return None  # the user's own package (the depth is checked above)
-        if isinstance(node, ast.ImportFrom) and node.module:
-            # ``from neuronxcc import nki``: the module, or else every name taken from it
-            module = canonical_module(node.module)
-            found = self._module_violation(module, node.lineno)
-            if found is None or all(
-                self._module_violation(f"{module}.{a.name}", node.lineno) is None
-                for a in node.names
-            ):
-                return None
-            return found
-        for a in node.names:
-            found = self._module_violation(canonical_module(a.name), node.lineno)
-            if found is not None:
-                return found
-        return None
-
-    def _module_violation(self, module: str, line: int, via: str = "") -> Violation | None:
-        """``gate: module not allowed`` when ``module`` is in no allowed module (issue 53);
-        ``via``: the name that reaches it."""
-        if self.allowed is None or module_allowed(module, self.allowed):
-            return None
-        what = f"'{via}' reaches module '{module}', which" if via else f"module '{module}'"
-        return (
-            MODULE_NOT_ALLOWED[0],
-            f"{what} is not allowed ({MODULE_NOT_ALLOWED[1]}: add '{module.split('.')[0]}' to "
-            "it to allow it)",
-            line,
-        )
-
-    def _name_violation(self, name: str, node: ast.AST, *, alias: bool) -> Violation | None:
-        """The denylist's verdict on the canonical dotted ``name`` and, when it reaches another
-        module through a re-exported module attribute (``torch.os.system``:
-        :func:`.stack.reached_module`), on the name in that module; for a name resolved from an
-        import (``alias``), that module must also be allowed. A name rooted in anything else (a
-        local ``code``, ``io``, ``self``) is judged by the module it reaches only."""
-        rule = name_rule(name) if alias else None
-        reached = reached_module(name)
-        if rule is None and reached is not None:
-            rule = name_rule(reached[1])
-            if rule is None and alias:
-                return self._module_violation(reached[0], node.lineno, via=name)
-        if rule is None:
-            return None
-        return rule[0], f"'{name}' is not allowed ({rule[1]})", node.lineno
 
     def name(self, node: ast.Name) -> Violation | None:
         rule = BUILTINS.get(node.id)
