@@ -59,6 +59,19 @@ def test_views_keep_strides_offsets_aliasing_and_alignment():
     assert all(t.untyped_storage().data_ptr() % exchange.ALIGN == 0 for t in back if t.numel())
 
 
+def test_views_keep_strides_and_aliasing_when_mapped_onto_another_device():
+    """On a GPU each storage is copied to the device once and the tensors view the copy, so a
+    sliced or column-major derived input reaches a CUDA candidate as the same view. Shown here
+    on torch's ``meta`` device (no data, the same code path as ``cuda``)."""
+    wide = torch.randn(16, 80)
+    value = (wide[:, 8:72], torch.randn(64, 16).t(), wide[3])
+    back = exchange.share(value, torch=torch).value(torch, "meta")
+    for got, want in zip(back, value, strict=True):
+        assert got.device.type == "meta" and got.shape == want.shape
+        assert got.stride() == want.stride() and got.storage_offset() == want.storage_offset()
+    assert back[0].untyped_storage().nbytes() == wide.untyped_storage().nbytes()
+
+
 def test_a_segment_is_sealed_so_nobody_can_write_it_after_it_was_sent():
     """The sender keeps its descriptor: writing through it, growing it or mapping it writable
     and shared all fail (the kernel's seals), so what the judge reads cannot change later."""

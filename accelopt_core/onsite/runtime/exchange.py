@@ -192,9 +192,7 @@ class Segment:
                         done += got
             except (OSError, ValueError) as exc:
                 raise ExchangeError(f"cannot map a segment: {exc}") from None
-        tensors = _tensors(self.layout, buf, torch)
-        if device not in (None, "cpu"):
-            tensors = [t.to(device) for t in tensors]
+        tensors = _tensors(self.layout, buf, torch, device)
         return _unpack(self.layout["spec"], tensors, 0, torch)
 
     def dup(self) -> Segment:
@@ -336,12 +334,27 @@ def check_layout(layout, size: int) -> dict:
     return layout
 
 
-def _tensors(layout: dict, buf, torch) -> list:
+def _tensors(layout: dict, buf, torch, device: str | None = None) -> list:
     """The tensors of a checked ``layout`` over ``buf`` (the segment's bytes, or None when it
-    is empty). Raises ExchangeError for a tensor whose extent leaves its storage."""
+    is empty), on ``device`` (None or ``"cpu"``: views of ``buf`` itself; else each storage is
+    copied to the device once and the tensors view the copy, so strides, storage offsets and
+    aliasing survive the move). Raises ExchangeError for a tensor whose extent leaves its
+    storage."""
+    bases: dict[int, object] = {}
+
+    def base(s: int):
+        if s not in bases:
+            off, nbytes = layout["storages"][s]
+            if nbytes and buf is not None:
+                b = torch.frombuffer(buf, dtype=torch.uint8, count=nbytes, offset=off)
+            else:
+                b = torch.empty(0, dtype=torch.uint8)
+            bases[s] = b if device in (None, "cpu") else b.to(device)
+        return bases[s]
+
     out = []
     for t in layout["tensors"]:
-        off, nbytes = layout["storages"][t["s"]]
+        nbytes = layout["storages"][t["s"]][1]
         dtype = getattr(torch, t["dtype"], None)
         if not isinstance(dtype, torch.dtype):
             raise ExchangeError(f"dtype {t['dtype']!r} is not known to this torch")
@@ -353,12 +366,7 @@ def _tensors(layout: dict, buf, torch) -> list:
         last = first + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
         if numel and (last + 1) * item > nbytes:
             raise ExchangeError("a tensor reaches past the end of its storage")
-        count = nbytes // item
-        if count and buf is not None:
-            flat = torch.frombuffer(buf, dtype=torch.uint8, count=count * item, offset=off)
-            flat = flat.view(dtype)
-        else:
-            flat = torch.empty(0, dtype=dtype)
+        flat = base(t["s"])[: nbytes // item * item].view(dtype)
         out.append(flat.as_strided(shape, stride, first if numel else 0))
     return out
 
