@@ -15,8 +15,8 @@ Faults no retry fixes are told apart (issue 30): a prompt longer than the model'
 missing or rejected API key (HTTP 401/403) or a spent quota (HTTP 429 ``insufficient_quota``)
 raises :class:`LLMUnusable`, and every later call to that endpoint raises it again without a
 request (:meth:`LLMClient.fatal_error`; the search stops with that one message). Tokens, cost
-and the budget count only what the endpoint billed: the ``usage`` of the answers it gave (a
-failed request bills nothing, a retried one once).
+and the budget (:mod:`~accelopt_core.proposers.llm_usage`) count only what the endpoint billed:
+the ``usage`` of the answers it gave (a failed request bills nothing, a retried one once).
 
 API keys. A role's key is read from the environment variable named by its ``apiKeyEnv``
 (default ``OPENAI_API_KEY``) at the first call. When that variable is unset:
@@ -53,6 +53,7 @@ import openai
 
 from accelopt_core.proposers.base import ROLES, CallRecord, Usage
 from accelopt_core.proposers.llm_faults import classify
+from accelopt_core.proposers.llm_usage import UsageAccounting
 from accelopt_core.settings import LLMSettings
 
 log = logging.getLogger("accelopt.llm")
@@ -176,7 +177,7 @@ def _display_url(url: str) -> str:
     return urlunsplit(parts)
 
 
-class LLMClient:
+class LLMClient(UsageAccounting):
     """Chat-completion calls for the agent roles, with token, cost and budget accounting.
 
     Args:
@@ -202,33 +203,7 @@ class LLMClient:
         self._usage: dict[str, Usage] = {}
         self._fatal: dict[tuple[str | None, str], LLMUnusable] = {}
 
-    # -- accounting --------------------------------------------------------------------------
-    def usage_by_role(self) -> dict[str, Usage]:
-        """Usage per role so far (copies), only roles that made calls."""
-        return {role: replace(u) for role, u in self._usage.items()}
-
-    def total(self) -> Usage:
-        """Usage summed over all roles."""
-        total = Usage()
-        for u in self._usage.values():
-            total.add(u)
-        return total
-
-    @property
-    def over_budget(self) -> bool:
-        """True when a token budget is set and prompt + completion tokens reached it."""
-        return self.max_tokens is not None and self.total().total_tokens >= self.max_tokens
-
-    def price_of(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
-        """Cost in USD from ``settings.prices[model]`` (USD per 1M tokens); 0 when the model has
-        no price entry."""
-        price = self.settings.prices.get(model)
-        if price is None:
-            return 0.0
-        return (
-            prompt_tokens * price.input_per_mtok + completion_tokens * price.output_per_mtok
-        ) / 1e6
-
+    # -- accounting (usage_by_role, total, over_budget, price_of: UsageAccounting) -------------
     def fatal_error(self) -> str | None:
         """The message of the first :class:`LLMUnusable` fault met (a missing or rejected key,
         a spent quota), None while every endpoint may still answer."""
@@ -352,30 +327,14 @@ class LLMClient:
         text appended and its usage added; ``cut`` itself, with a note saying why, when the
         budget is spent or the continuation fails (never raises an LLMError)."""
         note = f"cut at the output token limit after {len(cut.text)} characters"
-        messages = [
-            *body["messages"],
-            {"role": "assistant", "content": cut.text},
-            {"role": "user", "content": CONTINUE_PROMPT},
-        ]
+        asked = _continuation(body, cut)
         try:
             self._ready(ep)
-            more = await self._post(ep, client, {**body, "messages": messages})
+            more = await self._post(ep, client, asked)
         except LLMError as exc:
             cut.notes.append(f"{note}; not continued: {exc}")
             return cut
-        usage = replace(cut.usage)
-        usage.add(more.usage)
-        ended = "cut again" if more.finish_reason == "length" else f"ended: {more.finish_reason}"
-        return Completion(
-            text=cut.text + more.text,
-            usage=usage,
-            model=cut.model,
-            role=cut.role,
-            finish_reason=more.finish_reason,
-            reasoning_chars=cut.reasoning_chars + more.reasoning_chars,
-            notes=[*cut.notes, f"{note}; continued once ({len(more.text)} characters, {ended})"],
-            continued=cut.continued + 1,
-        )
+        return _joined(cut, more, note)
 
     def _classified(self, ep: _Endpoint, exc: Exception) -> LLMError:
         """The LLMError of a failed request: :class:`LLMContextError` for a prompt over the
@@ -465,6 +424,35 @@ class LLMClient:
             finish_reason=finish_reason,
             reasoning_chars=reasoning,
         )
+
+
+def _continuation(body: dict, cut: Completion) -> dict:
+    """The request ``body`` asking for the rest of ``cut``: the same messages, the cut reply as
+    the assistant's turn and :data:`CONTINUE_PROMPT`."""
+    messages = [
+        *body["messages"],
+        {"role": "assistant", "content": cut.text},
+        {"role": "user", "content": CONTINUE_PROMPT},
+    ]
+    return {**body, "messages": messages}
+
+
+def _joined(cut: Completion, more: Completion, note: str) -> Completion:
+    """``cut`` with its continuation ``more`` appended: both texts and usages, ``more``'s finish
+    reason, and ``note`` (how ``cut`` was cut) saying it was continued once."""
+    usage = replace(cut.usage)
+    usage.add(more.usage)
+    ended = "cut again" if more.finish_reason == "length" else f"ended: {more.finish_reason}"
+    return Completion(
+        text=cut.text + more.text,
+        usage=usage,
+        model=cut.model,
+        role=cut.role,
+        finish_reason=more.finish_reason,
+        reasoning_chars=cut.reasoning_chars + more.reasoning_chars,
+        notes=[*cut.notes, f"{note}; continued once ({len(more.text)} characters, {ended})"],
+        continued=cut.continued + 1,
+    )
 
 
 def _reply_fields(data: Any) -> tuple[str, str | None, str | None, int, int, int] | None:

@@ -21,18 +21,17 @@ a structured-output reply (a JSON object) is replaced by the code of its string 
    by the difference in indentation of the first line.
 2. unified diffs (```` ```diff ```` blocks or a bare diff), read with unidiff, each hunk applied
    like a SEARCH/REPLACE block (:mod:`~accelopt_core.proposers.replies`).
-3. code blocks as CommonMark defines them, read with markdown-it-py (issue 53): fences of
-   backticks or tildes, at the top level or nested in list items and block quotes (their
-   indentation removed as CommonMark removes it), with any info string (``python``, ``py``,
-   ``triton``, none, ...; a block tagged with another language counts when it parses and defines
-   a function or class); or bare code (the reply, or its lines from the first that starts a
-   statement, parses as Python and defines a function). The complete module, or only what
-   changed (the launcher, the kernel, both in two blocks, a new helper), merged into the
-   current source by top-level name (:mod:`~accelopt_core.proposers.merging`). Blocks with a
-   syntax error are skipped when another block is usable; blocks that define no function or
-   class (snippets, usage) are never merged; a fence still open at the end of the reply means
-   the reply was cut off (CommonMark would close it there: the parser looks for its closing
-   line itself).
+3. code blocks as CommonMark defines them, read with markdown-it-py (issue 53,
+   :mod:`~accelopt_core.proposers.codeblocks`): fences of backticks or tildes, at the top level or
+   nested in list items and block quotes (their indentation removed as CommonMark removes it), with
+   any info string (``python``, ``py``, ``triton``, none, ...; a block tagged with another language
+   counts when it parses and defines a function or class); or bare code (the reply, or its lines
+   from the first that starts a statement, parses as Python and defines a function). The complete
+   module, or only what changed (the launcher, the kernel, both in two blocks, a new helper), merged
+   into the current source by top-level name (:mod:`~accelopt_core.proposers.merging`). Blocks with
+   a syntax error are skipped when another block is usable; blocks that define no function or class
+   (snippets, usage) are never merged; a fence still open at the end of the reply means the reply
+   was cut off (CommonMark would close it there: the parser looks for its closing line itself).
 
 The code of every form is normalized before it is parsed
 (:func:`~accelopt_core.proposers.code_chars.normalize_code`: Unicode spaces, zero-width
@@ -47,12 +46,19 @@ import ast
 import difflib
 import re
 
-from markdown_it import MarkdownIt
-
 from accelopt_core.kernelfile import KernelFile, restore_harness
 from accelopt_core.proposers.base import Plan, Rule, Sample
-from accelopt_core.proposers.code_chars import normalize_code, normalize_line_ends
-from accelopt_core.proposers.merging import defines_code, merge_code, unused_additions
+from accelopt_core.proposers.code_chars import normalize_line_ends
+from accelopt_core.proposers.codeblocks import (
+    FENCE_OPEN,
+    Code,
+    code_from_blocks,
+    describe_syntax_error,
+    fenced_blocks,
+    module_functions,
+    normalized_code,
+    parse_module,
+)
 from accelopt_core.proposers.replies import (
     Edit,
     diff_edits,
@@ -64,22 +70,8 @@ from accelopt_core.proposers.replies import (
 
 NO_CODE = "reply held no code"
 NO_OP = "edit is a no-op"
-FRAGMENT = "the reply's code defines no function or class (a fragment cannot be merged)"
 TITLE_MAX = 80
 
-#: A candidate's code and its parsed module.
-_Code = tuple[str, ast.Module]
-
-_PY_LANGS = {"", "python", "py", "python3", "py3", "triton", "nki", "pycon", "ipython"}
-#: Languages never read as Python code (diffs are read by the diff path).
-_OTHER_LANGS = {"diff", "patch", "udiff", "json"}
-#: CommonMark without raw HTML: a tag line (``<answer>``) is text, so a fence after it is a fence.
-_MARKDOWN = MarkdownIt("commonmark", {"html": False})
-_FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*$", re.M)
-_FENCE_CLOSE = re.compile(r"^[ \t>]*(`{3,}|~{3,})[ \t]*$")
-_INFO_LANG = re.compile(r"^[{.\s]*([\w+#-]*)")
-#: A line that starts a Python statement a module's code begins with.
-_CODE_START = re.compile(r"^(import |from \S+ import |@|def |async def |class |[A-Za-z_]\w* = )")
 _EDIT_START = re.compile(r"^[ \t]*<{5,9}[ \t]*SEARCH\b[^\n]*$", re.M)
 _EDIT_DIVIDER = re.compile(r"^[ \t]*={5,9}[ \t]*$")
 _EDIT_END = re.compile(r"^[ \t]*>{5,9}[ \t]*REPLACE\b")
@@ -88,152 +80,6 @@ _RULE_LINE = re.compile(r"^[\s>#*_-]*rule[\s*_]*:[\s*_]*(.*)$", re.I)
 _SECTION_END = re.compile(
     r"^[\s>#*_-]*(slow|fast|original|optimized)[\w ]*(pattern|code|version)?[\s*_]*:", re.I
 )
-
-
-# -- code blocks -----------------------------------------------------------------------------
-def fenced_blocks(reply: str) -> tuple[list[tuple[str, str]], bool]:
-    """The fenced code blocks of ``reply`` as CommonMark reads them (markdown-it-py), as
-    ``(language, body)`` pairs in order, and whether a fence was left open at the end of the
-    reply (the reply was cut off inside a block; that block is not returned).
-
-    ``language`` is the first word of the info string, lower case (``""`` without one); ``body``
-    has the indentation of its container (list item, block quote, indented fence) removed.
-    An indented code block that holds fences (a reply indented as a whole) is read again
-    without its indentation, and so is a reply whose only fence is indented 4 columns or more
-    under a paragraph line (CommonMark reads it as the paragraph's text). A fence closed by the
-    end of its list item or block quote is a block like any other."""
-    text = reply.replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
-    blocks: list[tuple[str, str]] = []
-    cut_off = False
-    for token in _MARKDOWN.parse(text):
-        if token.type == "code_block" and _FENCE_OPEN.match(token.content):
-            inner, inner_cut = fenced_blocks(token.content)
-            blocks += inner
-            cut_off |= inner_cut
-            continue
-        if token.type != "fence" or token.map is None:
-            continue
-        start, end = token.map
-        if not _closed(token.markup, lines, start, end):
-            cut_off = True
-            continue
-        m = _INFO_LANG.match(token.info)
-        blocks.append(((m.group(1) if m else "").lower(), token.content))
-    if not blocks and not cut_off and (opener := _FENCE_OPEN.search(text)):
-        # a fence indented 4+ columns right after a paragraph line continues the paragraph
-        # in CommonMark; read from that line on, without its indentation
-        rest = text[opener.start() :].split("\n")
-        indent = len(rest[0]) - len(rest[0].lstrip(" \t"))
-        if indent >= 4:
-            return fenced_blocks("\n".join(_dedent(line, indent) for line in rest))
-    return blocks, cut_off
-
-
-def _dedent(line: str, width: int) -> str:
-    """``line`` without up to ``width`` leading spaces or tabs."""
-    stripped = line.lstrip(" \t")
-    return line[min(width, len(line) - len(stripped)) :]
-
-
-def _closed(markup: str, lines: list[str], start: int, end: int) -> bool:
-    """Whether the fence ``markup`` opened on line ``start`` (its token ends before ``end``) was
-    closed: by its closing line, or by the end of its container before the end of the reply.
-    CommonMark closes a fence left open at the end of the document; here that is a cut."""
-    if end - start >= 2:
-        m = _FENCE_CLOSE.match(lines[end - 1])
-        if m and m.group(1)[0] == markup[0] and len(m.group(1)) >= len(markup):
-            return True
-    return any(line.strip() for line in lines[end:])
-
-
-def _is_code(lang: str, body: str) -> bool:
-    """A block to read as Python: any Python tag or none, or another language's tag on a body
-    that parses and defines a function or class."""
-    if not body.strip() or lang in _OTHER_LANGS:
-        return False
-    if lang in _PY_LANGS:
-        return True
-    tree = _parse(normalize_code(body)[0])
-    return isinstance(tree, ast.Module) and defines_code(tree)
-
-
-def _normalized(code: str, where: str, notes: list[str]) -> str:
-    """``code`` normalized (:func:`normalize_code`), each change noted as ``where: change``."""
-    code, changes = normalize_code(code)
-    notes += [f"{where}: {change}" for change in changes]
-    return code
-
-
-def _parse(code: str) -> ast.Module | SyntaxError:
-    """The module's AST, or the SyntaxError that stops it (null bytes included)."""
-    try:
-        return ast.parse(code)
-    except SyntaxError as exc:
-        return exc
-    except ValueError as exc:  # null bytes
-        return SyntaxError(str(exc))
-
-
-def _functions(tree: ast.Module) -> set[str]:
-    """Names of the module-level functions (``def`` and ``async def``)."""
-    return {
-        node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-    }
-
-
-def _describe(exc: SyntaxError, what: str) -> str:
-    where = f" line {exc.lineno}" if exc.lineno else ""
-    return f"{what} has a syntax error{where}: {exc.msg}"
-
-
-def _code_from_blocks(
-    answer: str,
-    current_source: str,
-    entry: str | None,
-    notes: list[str],
-    cut: str | None,
-) -> Sample | _Code | None:
-    """Code blocks (or bare code) merged into ``current_source``: the new code and its tree, a
-    failed Sample, or None (no code at all). ``cut``: why the reply may end early (a wrapper
-    tag left open, the output token limit), which code with no end marker cannot rule out."""
-    blocks, cut_off = fenced_blocks(answer)
-    code = [
-        _normalized(body, f"code block {n}", notes)
-        for n, (lang, body) in enumerate(blocks, 1)
-        if _is_code(lang, body)
-    ]
-    if not code:
-        if cut_off:
-            return Sample(None, error="reply was cut off inside a code block (no closing fence)")
-        bare = _bare_code(answer, notes)
-        if bare is None:
-            return None
-        if cut:
-            return Sample(None, error=f"reply was cut off ({cut}): its code may be incomplete")
-        code = [bare[0]]
-    parsed = [(body, tree) for body in code if isinstance(tree := _parse(body), ast.Module)]
-    usable = [(body, tree) for body, tree in parsed if defines_code(tree)]
-    if not usable:
-        if parsed:
-            return Sample(None, error=FRAGMENT)
-        exc = _parse(max(code, key=len))
-        if not isinstance(exc, SyntaxError):
-            exc = SyntaxError("invalid syntax")
-        return Sample(None, error=_describe(exc, "the code block"))
-    current = _parse(current_source)
-    if not isinstance(current, ast.Module):  # nothing to merge into: the last block is it
-        return usable[-1]
-    try:
-        merged = merge_code(current_source, current, usable, entry)
-    except SyntaxError as exc:
-        return Sample(None, error=_describe(exc, "the merged source"))
-    unused = unused_additions(merged)
-    if unused:
-        names = ", ".join(f"`{n}`" for n in unused)
-        keep = f" (the launcher `{entry}` keeps its name)" if entry else ""
-        return Sample(None, error=f"the reply only adds {names}, which nothing uses{keep}")
-    return merged.source, merged.tree
 
 
 # -- SEARCH/REPLACE --------------------------------------------------------------------------
@@ -383,8 +229,9 @@ def parse_code_reply(
         N: ...", "SEARCH/REPLACE block N does not apply: its SEARCH text starting '...' ...",
         "diff hunk N does not apply ...", "the diff cannot be read: ...", "reply was cut off
         ...", "the reply ended inside the model's reasoning ...", "the reply is a JSON object
-        with no code in its fields", :data:`FRAGMENT`, "the reply only adds `name`, which
-        nothing uses", "the code defines no launcher `name`". Never raises.
+        with no code in its fields", :data:`~accelopt_core.proposers.codeblocks.FRAGMENT`,
+        "the reply only adds `name`, which nothing uses", "the code defines no launcher
+        `name`". Never raises.
     """
     answer, problem = strip_reasoning(reply or "")
     if problem:
@@ -411,17 +258,17 @@ def parse_code_reply(
 
 def _code_from_answer(
     answer: str, current_source: str, entry: str | None, notes: list[str], cut: str | None
-) -> _Code | Sample | None:
+) -> Code | Sample | None:
     """The code of an answer in the form it has (edits, diffs, blocks): see
     :func:`parse_code_reply`."""
     if _EDIT_START.search(answer):
         return _code_from_edits(answer, current_source, notes)
     if diffs := diff_texts(fenced_blocks(answer)[0], answer):
         return _code_from_diffs(diffs, current_source, notes)
-    return _code_from_blocks(answer, current_source, entry, notes, cut)
+    return code_from_blocks(answer, current_source, entry, notes, cut)
 
 
-def _code_from_edits(reply: str, current_source: str, notes: list[str]) -> _Code | Sample:
+def _code_from_edits(reply: str, current_source: str, notes: list[str]) -> Code | Sample:
     """An edit reply: ``current_source`` with its SEARCH/REPLACE blocks applied, or a failed
     Sample (incomplete or non-matching block, no-op, syntax error)."""
     blocks, problem = edit_blocks(reply)
@@ -431,7 +278,7 @@ def _code_from_edits(reply: str, current_source: str, notes: list[str]) -> _Code
     return _edited(current_source, *apply_edits(current_source, edits))
 
 
-def _code_from_diffs(diffs: list[str], current_source: str, notes: list[str]) -> _Code | Sample:
+def _code_from_diffs(diffs: list[str], current_source: str, notes: list[str]) -> Code | Sample:
     """A diff reply: ``current_source`` with the hunks of every diff applied in order, or a
     failed Sample (unreadable diff, hunk that does not apply, no-op, syntax error)."""
     edits: list[Edit] = []
@@ -448,27 +295,28 @@ def _normalized_edits(
     edits: list[tuple[list[str], list[str]]] | list[Edit], what: str, notes: list[str]
 ) -> list[Edit]:
     """Each edit's lines to find and lines that replace them normalized
-    (:func:`normalize_code`), each change noted with the edit's number."""
+    (:func:`~accelopt_core.proposers.code_chars.normalize_code`), each change noted with the
+    edit's number."""
     out: list[Edit] = []
     for n, edit in enumerate(edits, 1):
         search, replace = edit[0], edit[1]
         hint = edit[2] if len(edit) > 2 else None  # type: ignore[misc]
-        search = _normalized("\n".join(search), f"{what} {n} (SEARCH)", notes).split("\n")
-        replace = _normalized("\n".join(replace), f"{what} {n}", notes).split("\n")
+        search = normalized_code("\n".join(search), f"{what} {n} (SEARCH)", notes).split("\n")
+        replace = normalized_code("\n".join(replace), f"{what} {n}", notes).split("\n")
         out.append((search, replace, hint))
     return out
 
 
-def _edited(current_source: str, source: str | None, problem: str | None) -> _Code | Sample:
+def _edited(current_source: str, source: str | None, problem: str | None) -> Code | Sample:
     """The result of applying edits to ``current_source`` as code and tree, or a failed Sample
     (``problem``, no-op, syntax error)."""
     if source is None:
         return Sample(None, error=problem)
     if source == current_source:
         return Sample(None, error=NO_OP)
-    tree = _parse(source)
+    tree = parse_module(source)
     if isinstance(tree, SyntaxError):
-        return Sample(None, error=_describe(tree, "the edited source"))
+        return Sample(None, error=describe_syntax_error(tree, "the edited source"))
     return source, tree
 
 
@@ -489,45 +337,16 @@ def _candidate(
         except ValueError as exc:
             return Sample(None, error=f"cannot restore the harness: {exc}")
         if restored != source:
-            parsed = _parse(restored)
+            parsed = parse_module(restored)
             if isinstance(parsed, SyntaxError):  # restore_harness should have caught it
                 return Sample(None, error=f"the candidate does not parse: {parsed}")
             source, tree = restored, parsed
     classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
-    if entry and entry not in _functions(tree) | classes:  # a class: ModelNew, Fn (.apply)
+    if entry and entry not in module_functions(tree) | classes:  # a class: ModelNew, Fn (.apply)
         return Sample(None, error=f"the code defines no launcher `{entry}`")
     if source.strip() == current_source.strip():
         return Sample(None, error=NO_OP)
     return Sample(source, tree=tree)
-
-
-def _bare_code(reply: str, notes: list[str]) -> _Code | None:
-    """A reply that is nothing but Python (no fences), or holds it from its first line that
-    starts a statement (``import``, ``def``, ``@``, ...) to a later line (prose before and
-    after left out): accepted when that code, normalized, parses and defines a module-level
-    function. The longest such code wins."""
-    text = reply.strip("\n")
-    if not text.strip():
-        return None
-    lines = text.split("\n")
-    start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), 0)
-    tries = [(0, len(lines))]  # the whole reply, then from its first statement on
-    tries += [(start, end) for end in range(len(lines), start, -1) if lines[end - 1].strip()][:20]
-    normalized: dict[int, tuple[list[str], list[str]]] = {}  # start -> (lines, changes)
-    for first, end in tries:
-        if first not in normalized:
-            changes: list[str] = []
-            code = _normalized("\n".join(lines[first:]), "the code", changes)
-            normalized[first] = (code.split("\n"), changes)
-        code = "\n".join(normalized[first][0][: end - first])
-        tree = _parse(code)
-        if isinstance(tree, ast.Module) and _functions(tree):
-            changes = []  # normalized again, alone: the notes name only the lines kept
-            exact = _normalized("\n".join(lines[first:end]), "the code", changes)
-            if exact == code:
-                notes += changes
-            return code + "\n", tree
-    return None
 
 
 # -- titles and rules ------------------------------------------------------------------------
@@ -558,7 +377,7 @@ def _title(text: str) -> str:
         if m and m.group(1).strip(" *_`"):
             return _clean_title(m.group(1))
     for ln in lines:
-        if _FENCE_OPEN.match(ln):
+        if FENCE_OPEN.match(ln):
             continue
         title = _clean_title(ln)
         if title:
@@ -610,7 +429,7 @@ def _rule_text(lines: list[str]) -> str:
     else:
         start = next(i for i, ln in enumerate(lines) if ln.strip())
     for ln in lines[start + 1 :]:
-        if _SECTION_END.match(ln) or _FENCE_OPEN.match(ln):
+        if _SECTION_END.match(ln) or FENCE_OPEN.match(ln):
             break
         rule_lines.append(ln)
     return "\n".join(rule_lines).strip().strip("*").strip()

@@ -20,8 +20,9 @@ import pytest
 from accelopt_core.kernelfile import parse_kernel_file
 from accelopt_core.proposers import Plan
 from accelopt_core.proposers.code_chars import normalize_code
+from accelopt_core.proposers.codeblocks import fenced_blocks
 from accelopt_core.proposers.llm import CONTINUE_PROMPT, LLMClient
-from accelopt_core.proposers.parsing import NO_CODE, fenced_blocks, parse_code_reply
+from accelopt_core.proposers.parsing import NO_CODE, parse_code_reply
 from accelopt_core.settings import LLMSettings
 from tests.llm_double import LLMDouble, status, text
 from tests.llm_double import llm_double as llm_double  # noqa: F401  (fixture)

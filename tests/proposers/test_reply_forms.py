@@ -10,9 +10,9 @@ import ast
 import pytest
 
 from accelopt_core.kernelfile import parse_kernel_file
+from accelopt_core.proposers.codeblocks import FRAGMENT
 from accelopt_core.proposers.merging import merge_code
 from accelopt_core.proposers.parsing import (
-    FRAGMENT,
     NO_CODE,
     apply_edits,
     parse_code_reply,
