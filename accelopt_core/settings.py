@@ -287,8 +287,9 @@ def vscode_configuration() -> dict[str, dict[str, Any]]:
 
 
 def settings_markdown() -> str:
-    """The README's markdown table of every setting (``python -m accelopt_core.settings``; a
-    test checks the README holds it): :mod:`accelopt_core.settings_schema`."""
+    """The markdown table of every setting (``python -m accelopt_core.settings``; the docs'
+    generated settings page holds it, and a test checks that):
+    :mod:`accelopt_core.settings_schema`."""
     return markdown_table(vscode_configuration())
 
 

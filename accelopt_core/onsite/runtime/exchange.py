@@ -23,7 +23,7 @@ it. Views keep their strides and storage offsets (a column-major or sliced input
 candidate as the same view of the same bytes), and tensors that share a storage share it on
 the other side too. Storages start at multiples of :data:`ALIGN` bytes, as the CPU allocator's.
 
-Trust (the README's "Evaluating a candidate", "The tensor exchange"):
+Trust (docs/concepts/judging.md, "The tensor exchange"):
 
 - A receiver maps a sealed segment privately (``MAP_PRIVATE``): it reads the sender's bytes
   without a copy, and its own writes (a candidate writing into its inputs) stay in its own

@@ -6,7 +6,7 @@ denied first, as an unprivileged process must), then the namespace's loopback in
 The new namespace has no other interface: nothing outside this machine, and nothing listening
 on the host's loopback, can be reached; pipes inherited from the starter (the worker's stdin
 and stdout, the judge's channels) keep working. Unix sockets named by a path are files, not
-network: the namespace does not hide them (README, "Evaluating a candidate").
+network: the namespace does not hide them (docs/concepts/judging.md, "The sandbox").
 
 Must be called while the process has one thread (the kernel refuses ``CLONE_NEWUSER`` to a
 multithreaded process): at the start of a worker, before torch is imported.

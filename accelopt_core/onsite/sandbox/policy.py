@@ -232,7 +232,7 @@ def note() -> str | None:
         NOTE_PREFIX
         + "candidates ran with "
         + " and ".join(missing)
-        + ' (README, "Evaluating a candidate": the sandbox)'
+        + ' (docs: "How a candidate is judged", the sandbox)'
     )
 
 
