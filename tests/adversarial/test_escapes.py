@@ -61,6 +61,11 @@ HOME = pwd.getpwuid(os.getuid()).pw_dir
 #: is no error of the candidate's (its result is ``ok``, its files are not there); reading the
 #: key from the environment finds none and writes into the scratch ``HOME``, which rejects it
 #: (issue 53: ``wrote ~/...``), as does a write the sandbox refused (``tried to write``).
+#: torch.hub's download runs in the candidate process and in the compile stage at once: the
+#: first refused connection ends the candidate's call (``Connection refused``), while the
+#: stage may already have left its ``.partial`` file in its ``HOME`` (``wrote ~/weights.pt...
+#: in the compile stage``). Whichever the judge hears first is its verdict; both stop it.
+ALSO = {"escape_torch_hub": ("rejected", "wrote ~/weights.pt")}
 RUNTIME = {
     "escape_ctypes_system": ("ok", None),
     "escape_env_key": ("rejected", "wrote ~/accelopt-escape-"),
@@ -287,11 +292,13 @@ def test_no_marker_outside_the_scratch_directory_and_no_connection(escapes: dict
 @needs_landlock
 @pytest.mark.parametrize("name", ESCAPES)
 def test_each_escape_is_stopped_at_run_time(escapes: dict, name: str) -> None:
-    status, text = RUNTIME[name]
     keys = [k for k in escapes["results"] if k.split("/")[0] == name]
     assert keys, f"{name} was not evaluated"
     for key in keys:
         result = escapes["results"][key]
+        status, text = RUNTIME[name]
+        if name in ALSO and result["status"] == ALSO[name][0]:
+            status, text = ALSO[name]
         assert result["status"] == status, (key, result["message"])
         assert text is None or text in (result["message"] or ""), (key, result["message"])
         assert not any(w.startswith(NOTE_PREFIX) for w in result["warnings"]), result["warnings"]
