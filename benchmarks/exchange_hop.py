@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import time
 
@@ -40,11 +39,11 @@ def _median_s(fn, repeat: int) -> float:
 
 
 def _pair():
-    from accelopt_core.onsite.runtime.channel import Channel
+    from accelopt_core.onsite.runtime.channel import Channel, segment_socketpair
 
     a_r, b_w = os.pipe()
     b_r, a_w = os.pipe()
-    a_s, b_s = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET))
+    a_s, b_s = segment_socketpair()
     return Channel(a_r, a_w, a_s), Channel(b_r, b_w, b_s)
 
 

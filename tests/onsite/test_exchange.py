@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from accelopt_core.onsite.runtime import exchange
-from accelopt_core.onsite.runtime.channel import Channel, ChannelError
+from accelopt_core.onsite.runtime.channel import Channel, ChannelError, segment_socketpair
 
 
 def _fds() -> set[str]:
@@ -173,7 +173,7 @@ def test_a_descriptor_that_is_not_a_file_is_refused():
 def _pair() -> tuple[Channel, Channel]:
     a_r, b_w = os.pipe()
     b_r, a_w = os.pipe()
-    a_s, b_s = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET))
+    a_s, b_s = segment_socketpair()
     return Channel(a_r, a_w, a_s), Channel(b_r, b_w, b_s)
 
 
@@ -291,3 +291,21 @@ def test_crashing_candidates_leave_no_shared_memory_behind():
     finally:
         assert runner.close() == 0
     assert {n for n in os.listdir("/dev/shm") if n.startswith("accelopt")} <= shm_before
+
+
+def test_a_stream_socket_carries_segments_where_sequenced_packets_are_missing():
+    """macOS has no SOCK_SEQPACKET for Unix sockets: :func:`segment_socketpair` falls back to a
+    stream, on which each message's descriptors still arrive with that message."""
+    a_r, b_w = os.pipe()
+    b_r, a_w = os.pipe()
+    a_s, b_s = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
+    judge, peer = Channel(a_r, a_w, a_s), Channel(b_r, b_w, b_s)
+    for i in range(3):
+        judge.send({"i": i, "x": exchange.share((torch.full((4,), float(i)),), torch=torch)})
+        got = peer.recv()
+        assert got["i"] == i and torch.equal(got["x"].value(torch)[0], torch.full((4,), float(i)))
+        peer.send({"back": [exchange.share(torch.ones(i + 1), torch=torch)] * 2})
+        back = judge.recv(5)["back"]
+        assert [s.value(torch).numel() for s in back] == [i + 1, i + 1]
+    judge.close()
+    peer.close()

@@ -24,7 +24,7 @@ import time
 from ..contestant import process as contestant
 from ..protocol import result_dict
 from ..runtime import exchange
-from ..runtime.channel import Channel, ChannelError
+from ..runtime.channel import Channel, ChannelError, segment_socketpair
 from ..runtime.failures import Failure
 from ..runtime.loading import project_of
 from ..sandbox.scratch import PREFIX as _PREFIX
@@ -217,11 +217,9 @@ def fork_peer(req: dict, ctx: dict, body, peer_class):
     channel, hard deadline)``. In the child, before ``body``:
     the judge's emitter is disarmed and the request's harness fields are dropped (the peer is
     given what it needs in its setup); the pipe ends it does not use are closed."""
-    import socket
-
     j2p_r, j2p_w = os.pipe()
     p2j_r, p2j_w = os.pipe()
-    mine, theirs = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET))
+    mine, theirs = segment_socketpair()
     cancel = ctx.get("cancel_hang_dump")
     if cancel is not None:
         cancel()  # its timer thread must not cross the fork

@@ -44,6 +44,21 @@ class ChannelError(Exception):
         self.detail = detail
 
 
+def segment_socketpair() -> tuple[int, int]:
+    """Two connected Unix sockets (fds, owned by the caller) for a channel's segments:
+    ``SOCK_SEQPACKET``, or ``SOCK_STREAM`` where the platform has no sequenced packets for
+    Unix sockets (macOS). A stream keeps the protocol too: each direction has one record of
+    descriptors in flight at most (a message, then its answer), and a receive never joins
+    two records' descriptors."""
+    import socket
+
+    try:
+        pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    except OSError:
+        pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return pair[0].detach(), pair[1].detach()
+
+
 def _encode(obj, fds: list[int], depth: int = 0):
     """``obj`` with each Segment replaced by its wire entry, its descriptor appended to
     ``fds``."""
