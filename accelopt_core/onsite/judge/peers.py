@@ -23,7 +23,6 @@ import time
 
 from ..contestant import process as contestant
 from ..protocol import result_dict
-from ..runtime import exchange
 from ..runtime.channel import Channel, ChannelError, segment_socketpair
 from ..runtime.failures import Failure
 from ..runtime.loading import project_of
@@ -31,7 +30,7 @@ from ..sandbox.scratch import PREFIX as _PREFIX
 from ..sandbox.scratch import scratch_roots, sweep
 from ..sandbox.writes import DENIED, WRITE_RULE, Watch, denied_message, peer_dirs
 from . import referee
-from .rules import protocol_violation, rejected
+from .rules import protocol_violation, rejected, segment_value, segments
 
 #: Extra seconds the judge waits for an answer past the supervisor's deadline (the supervisor
 #: kills both processes first and reports the timeout with the candidate's hang line).
@@ -161,15 +160,8 @@ class Candidate:
         """The value of the segment the process sent as ``answer[key]`` (on ``device``); its
         descriptor is closed. Raises Failure (protocol violation) when there is no segment
         there or it is malformed."""
-        segment = answer.get(key)
-        if not isinstance(segment, exchange.Segment):
-            raise protocol_violation(f"expected a segment in '{key}'")
-        try:
-            return segment.value(torch, device)
-        except exchange.ExchangeError as exc:
-            raise protocol_violation(str(exc)) from None
-        finally:
-            segment.close()
+        (segment,) = segments(answer, key, 1)
+        return segment_value(segment, torch, device)
 
     def _wait(self, timeout_s: float) -> int | None:
         end = time.monotonic() + timeout_s

@@ -52,7 +52,7 @@ from ..runtime.failures import short
 from ..runtime.loading import load_harness, rebind_sizes
 from . import integrity
 from .compare import clone, shape_text
-from .rules import protocol_violation
+from .rules import segment_value, segments
 
 
 def _number(value) -> float | None:
@@ -370,27 +370,13 @@ class Reference:
 
     @staticmethod
     def segments(answer: dict, key: str, count: int) -> list[exchange.Segment]:
-        """The ``count`` segments the process sent under ``key``. Raises Failure (protocol
-        violation) when they are not there."""
-        got = answer.get(key)
-        got = [got] if isinstance(got, exchange.Segment) else got
-        if not isinstance(got, list) or len(got) != count:
-            raise protocol_violation(f"reference process: expected {count} segments in {key!r}")
-        if not all(isinstance(g, exchange.Segment) for g in got):
-            raise protocol_violation(f"reference process: {key!r} holds no segment")
-        return got
+        """:func:`.rules.segments`, named as the reference process's."""
+        return segments(answer, key, count, "reference process: ")
 
     @staticmethod
     def value(segment: exchange.Segment, torch, device: str = "cpu", keep: bool = False):
-        """The value of a segment the process sent, on ``device``; the descriptor is closed
-        unless ``keep`` (to forward the segment to the candidate)."""
-        try:
-            return segment.value(torch, device)
-        except exchange.ExchangeError as exc:
-            raise protocol_violation(f"reference segment: {exc}") from None
-        finally:
-            if not keep:
-                segment.close()
+        """:func:`.rules.segment_value`, named as the reference process's."""
+        return segment_value(segment, torch, device, keep, "reference segment: ")
 
     def case(self, seed: int, torch) -> tuple[exchange.Segment, tuple, object]:
         """``(inputs segment, inputs, reference outputs)`` of ``seed``, both on the CPU; the

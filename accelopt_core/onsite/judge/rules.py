@@ -4,8 +4,6 @@ timing checks (:mod:`.contestant.timing`)."""
 
 from __future__ import annotations
 
-import os
-
 from ..protocol import result_dict
 from ..runtime import exchange
 from ..runtime.failures import Failure
@@ -28,12 +26,32 @@ def protocol_violation(detail: str) -> Failure:
     )
 
 
-def discard(path: str) -> None:
-    """Remove an exchange file (errors ignored)."""
+def segments(answer: dict, key: str, count: int, who: str = "") -> list[exchange.Segment]:
+    """The ``count`` segments a peer sent under ``answer[key]`` (one segment counts as a list
+    of one). ``who`` prefixes the message. Raises Failure (protocol violation) when they are
+    not there."""
+    got = answer.get(key)
+    got = [got] if isinstance(got, exchange.Segment) else got
+    if not isinstance(got, list) or len(got) != count:
+        raise protocol_violation(f"{who}expected {count} segments in {key!r}")
+    if not all(isinstance(g, exchange.Segment) for g in got):
+        raise protocol_violation(f"{who}{key!r} holds no segment")
+    return got
+
+
+def segment_value(segment, torch, device: str = "cpu", keep: bool = False, who: str = ""):
+    """The value of a segment a peer sent, on ``device``; its descriptor is closed unless
+    ``keep`` (to forward the segment to the candidate). ``who`` prefixes the message. Raises
+    Failure (protocol violation) when it is no segment or cannot be mapped."""
     try:
-        os.unlink(path)
-    except OSError:
-        pass
+        if not isinstance(segment, exchange.Segment):
+            raise protocol_violation(f"{who}expected a segment")
+        return segment.value(torch, device)
+    except exchange.ExchangeError as exc:
+        raise protocol_violation(f"{who}{exc}") from None
+    finally:
+        if not keep and isinstance(segment, exchange.Segment):
+            segment.close()
 
 
 def rejected(rule: str, message: str) -> Failure:

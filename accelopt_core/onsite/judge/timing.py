@@ -30,12 +30,12 @@ import random
 import time
 
 from ..contestant import timing
-from ..runtime import clocks
+from ..runtime import clocks, exchange
 from ..runtime.failures import Failure
 from .compare import compare, incorrect
 from .peers import Candidate
 from .roofline import plausibility
-from .rules import no_launch, plain_outputs, protocol_violation, rejected
+from .rules import no_launch, plain_outputs, protocol_violation, rejected, segment_value, segments
 
 CLOCK_RULE = "timing inconsistent"
 FLOOR_RULE = "implausible latency"
@@ -161,10 +161,8 @@ def _verify_reps(picks: list[int], seeds: list[int], ref, cand: Candidate, stack
     the first reference (an example output). Raises Failure: incorrect, rejected (not a plain
     tensor), protocol violation, the harness's runtime_error."""
     answer = cand.ask({"op": "send", "reps": picks}, "sent")
-    sent = answer.get("sent")
-    if not isinstance(sent, list) or len(sent) != len(picks):
-        raise protocol_violation(f"expected {len(picks)} segments in 'sent'")
-    outs = [cand.received({"sent": seg}, "sent", stack.torch) for seg in sent]
+    sent = segments(answer, "sent", len(picks))
+    outs = [segment_value(seg, stack.torch) for seg in sent]
     refs = ref.expected([seeds[i] for i in picks], stack.torch)
     first = None
     for i, out, expected in zip(picks, outs, refs, strict=True):
@@ -183,7 +181,7 @@ def _touch(value, torch) -> None:
         for v in value:
             _touch(v, torch)
     elif type(value) is torch.Tensor and value.device.type == "cpu":
-        torch.empty(0, dtype=torch.uint8).set_(value.untyped_storage()).sum()
+        exchange.storage_bytes(torch, value).sum()
 
 
 def _picks(n: int) -> list[int]:

@@ -211,8 +211,8 @@ def _close_quietly(fd: int) -> None:
         pass
 
 
-def _bytes_of(torch, tensor):
-    """A uint8 CPU-or-CUDA tensor over the whole storage ``tensor`` views."""
+def storage_bytes(torch, tensor):
+    """A uint8 tensor (on ``tensor``'s device) over the whole storage ``tensor`` views."""
     return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage())
 
 
@@ -271,7 +271,7 @@ def _fill(fd: int, size: int, storages: list, sources: list, torch) -> None:
     cuda = [(o, n, src) for (o, n), src in zip(storages, sources, strict=True) if src.is_cuda]
     for (off, nbytes), src in zip(storages, sources, strict=True):
         if nbytes and not src.is_cuda:
-            view = memoryview(_bytes_of(torch, src).numpy())
+            view = memoryview(storage_bytes(torch, src).numpy())
             done = 0
             while done < nbytes:
                 done += os.pwrite(fd, view[done:], off + done)
@@ -282,7 +282,7 @@ def _fill(fd: int, size: int, storages: list, sources: list, torch) -> None:
         dst = torch.frombuffer(mm, dtype=torch.uint8)
         for off, nbytes, src in cuda:
             if nbytes:
-                dst[off : off + nbytes].copy_(_bytes_of(torch, src))
+                dst[off : off + nbytes].copy_(storage_bytes(torch, src))
         del dst
     finally:
         mm.close()
