@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from accelopt_core.onsite.judge import derived_inputs, derived_values
+from accelopt_core.onsite.judge import derived_inputs, derived_layouts, derived_values
 from accelopt_core.onsite.judge.derived_checks import derived_seeds, slot_seeds
 from accelopt_core.onsite.runtime import exchange
 
@@ -80,24 +80,24 @@ def test_bench_values_bounds_keep_probabilities_in_range_or_turn_an_input_off() 
 
 def test_layouts_hold_the_same_values_in_other_strides() -> None:
     x = _x(16, 64)
-    found, _ = derived_values.plan_layouts((x,), ["x"], torch)
+    found, _ = derived_layouts.plan_layouts((x,), ["x"], torch)
     padded, col = found
     assert padded["inputs"] == "x: 16×64, strides (72, 1)"
     assert col["inputs"] == "x: 16×64, strides (1, 16)"
-    y = derived_values.apply_layout(x, padded, torch)
+    y = derived_layouts.apply_layout(x, padded, torch)
     assert torch.equal(y, x) and not y.is_contiguous() and y.stride() == (72, 1)
     pad = y.as_strided((8,), (1,), y.storage_offset() + 64)  # after row 0: NaN, for a kernel
     assert torch.isnan(pad).all()  # that reads past the row's end
-    z = derived_values.apply_layout(x.requires_grad_(True), col, torch)
+    z = derived_layouts.apply_layout(x.requires_grad_(True), col, torch)
     assert torch.equal(z, x) and z.stride() == (1, 16) and z.is_leaf and z.requires_grad
-    assert derived_values.plan_layouts((x[0],), ["v"], torch) == ([], [])  # 1-D: none
+    assert derived_layouts.plan_layouts((x[0],), ["v"], torch) == ([], [])  # 1-D: none
 
 
 def test_a_layout_survives_the_exchange_segment_the_candidate_maps() -> None:
     x = _x(16, 64)
-    padded, col = derived_values.plan_layouts((x,), ["x"], torch)[0]
+    padded, col = derived_layouts.plan_layouts((x,), ["x"], torch)[0]
     for part in (padded, col):
-        y = derived_values.apply_layout(x, part, torch)
+        y = derived_layouts.apply_layout(x, part, torch)
         (back,) = exchange.share((y,), torch=torch).value(torch)
         assert back.stride() == y.stride() and torch.equal(back, x)
 

@@ -21,7 +21,7 @@ layout. Standard library at module level.
 
 from __future__ import annotations
 
-from . import derived, derived_values
+from . import derived, derived_layouts, derived_values
 from .compare import is_array, is_tensor
 
 #: Most parts in one slot (a shape, a value part, a layout), and most slots, accepted from a
@@ -72,7 +72,7 @@ def plan(inputs: tuple, names: list[str] | None, *, values=None, shapes: bool = 
     skipped += why
     layout_parts: list[dict] = []
     if layouts and torch is not None:
-        layout_parts, why = derived_values.plan_layouts(inputs, names, torch)
+        layout_parts, why = derived_layouts.plan_layouts(inputs, names, torch)
         skipped += why
     value_parts, cut = _capped(_ordered(value_parts))
     layout_parts, cut_layouts = _capped(layout_parts)
@@ -125,7 +125,7 @@ def combined(slot: list[dict]) -> dict:
 def apply(inputs: tuple, desc: dict, torch) -> tuple:
     """The inputs of descriptor ``desc``: its shape (:func:`.derived.apply`), then its values
     (:func:`.derived_values.apply_values`), then its layout
-    (:func:`.derived_values.apply_layout`). Raises ValueError when a part does not fit the
+    (:func:`.derived_layouts.apply_layout`). Raises ValueError when a part does not fit the
     inputs (the harness's inputs changed since the descriptor was made)."""
     ordered = sorted(parts(desc), key=lambda p: ("shape", "values", "layout").index(kind(p)))
     out = tuple(inputs)
@@ -140,7 +140,7 @@ def apply(inputs: tuple, desc: dict, torch) -> tuple:
         if kind(part) == "values":
             new[index] = derived_values.apply_values(out[index], part)
         else:
-            new[index] = derived_values.apply_layout(out[index], part, torch)
+            new[index] = derived_layouts.apply_layout(out[index], part, torch)
         out = tuple(new)
     return out
 
@@ -161,6 +161,8 @@ def _checked_one(desc, n_inputs: int) -> dict | None:
     if kind(desc) == "shape":
         found = derived.checked(desc, n_inputs)
         return dict(found, kind="shape") if found else None
+    if kind(desc) == "layout":
+        return derived_layouts.checked_layout(desc, n_inputs)
     return derived_values.checked_part(desc, n_inputs)
 
 
