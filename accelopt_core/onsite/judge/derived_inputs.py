@@ -207,6 +207,33 @@ def what(desc: dict) -> str:
     return "derived shape" if shape_only(desc) else "derived input"
 
 
+def part_class(part: dict) -> str:
+    """The class a part checks, as the display counts them (issue 52): ``shape``, ``values:
+    <class>`` (:func:`.derived_values.value_class` where it names one), ``layout: <class>``
+    (:func:`.derived_layouts.layout_class`)."""
+    k = kind(part)
+    if k == "values":
+        named = getattr(derived_values, "value_class", None)
+        return named(part) if named else f"values: {part.get('op')}"
+    if k == "layout":
+        named = getattr(derived_layouts, "layout_class", None)
+        return named(part) if named else f"layout: {part.get('layout')}"
+    return "shape"
+
+
+def classes_count(descs: list) -> dict[str, int]:
+    """How many parts of each class (:func:`part_class`) ``descs`` hold, in first-seen order:
+    ``{"shape": 4, "values: offset": 2, "layout: permuted": 1}``."""
+    counts: dict[str, int] = {}
+    for desc in descs:
+        if isinstance(desc, dict):
+            for part in parts(desc):
+                if isinstance(part, dict):
+                    name = part_class(part)
+                    counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def kinds_count(descs: list) -> dict[str, int]:
     """How many parts of each kind ``descs`` hold: ``{"shape": 4, "values": 4, "layout": 2}``."""
     counts = {"shape": 0, "values": 0, "layout": 0}
