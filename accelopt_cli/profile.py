@@ -110,6 +110,8 @@ async def profile_paths(
         data = {"path": f.path, "kernel": f.kernel, "target": settings.target}
         data["gpu"] = settings.gpu_name  # the configured GPU; metrics["gpu"] has its facts
         data.update(render.workload_fields(f.kf))
+        # the derived inputs in words and counted by class (issue 52), beside the raw metrics
+        data["derived"] = devicefacts.derived_facts(f.result.metrics)
         objects.append({**data, **f.result.to_dict()})
         if not args.json:
             render.print_workload(out, f.kf)

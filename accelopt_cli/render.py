@@ -161,7 +161,7 @@ def print_search_report(
     out.print(f"baseline: {escape(report.baseline.result.summary())}", soft_wrap=True)
     base = report.baseline.result.metrics
     for line in checked_lines(base):
-        out.print(escape(line), highlight=False)
+        out.print(escape(line), highlight=False, soft_wrap=True)
     if devicefacts.not_timed(base):
         for line in devicefacts.gpu_lines(base):
             out.print(escape(line), highlight=False, soft_wrap=True)
@@ -179,6 +179,8 @@ def print_search_report(
         for line in metrics_lines(report.best.result.metrics):
             out.print(f"  {line}")
         for line in devicefacts.gpu_lines(report.best.result.metrics):
+            out.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+        for line in devicefacts.search_lines(report.best.result.metrics):
             out.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
     for warning in report.warnings:
         err.print(f"[yellow]warning:[/] {warning}")

@@ -22,9 +22,11 @@ def ranking_needs_timing(metrics: dict) -> str:
 
 def device_lines(metrics: dict) -> list[str]:
     """The GPU facts of the compile stage (:func:`accelopt_core.devicefacts.gpu_lines`), then
-    the inputs the result was checked on (``timed on 1 shape, checked on 10 derived inputs
-    (4 shapes, 4 values, 2 layouts)``) with each derived input used or skipped; ``[]``
-    without either."""
+    the inputs the result was checked on (``timed on 1 shape, checked on 10 derived inputs: 4
+    shapes; values: 4 (...); layouts: 2 (...)``) with each derived input used, skipped or
+    left to the search and the property-based search's seed, counts, counterexample and
+    examples (:func:`accelopt_core.devicefacts.derived_detail_lines`); ``[]`` without
+    either."""
     lines = devicefacts.gpu_lines(metrics)
     summary = devicefacts.derived_summary(metrics)
     if summary:
@@ -35,13 +37,18 @@ def device_lines(metrics: dict) -> list[str]:
 
 def checked_lines(metrics: dict) -> list[str]:
     """What every candidate of a search is checked on (the baseline's ``metrics``): ``inputs:
-    timed on 1 shape, checked on 9 derived inputs (...) (every candidate)`` and each derived
-    input skipped, with why (issue 29); ``[]`` without derived inputs."""
+    timed on 1 shape, checked on 9 derived inputs: 4 shapes; values: 4 (...); layouts: 1 (...)
+    (every candidate)``, each derived input skipped, with why (issue 29), and those a budget
+    left to the property-based search, with why (issue 52); ``[]`` without derived inputs."""
     summary = devicefacts.derived_summary(metrics)
     if not summary:
         return []
     skipped = devicefacts.derived_rows(metrics)[1]
-    return [f"inputs: {summary} (every candidate)"] + [f"  skipped: {n}: {w}" for n, w in skipped]
+    return (
+        [f"inputs: {summary} (every candidate)"]
+        + [f"  skipped: {n}: {w}" for n, w in skipped]
+        + [f"  {line}" for line in devicefacts.deferred_lines(metrics)]
+    )
 
 
 def result_warnings(result: EvalResult) -> list[str]:

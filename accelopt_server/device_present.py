@@ -32,24 +32,24 @@ def device_lens(result: EvalResult, kernel: str) -> tuple[str, str] | None:
     for entry in devicefacts.kernel_entries(result.metrics, kernel):
         config = f"[{entry['config']}] " if entry.get("config") else ""
         tips.append(f"{config}{devicefacts.launch_line(entry)}")
-    summary = devicefacts.derived_summary(result.metrics)
-    if summary:
-        tips.append(summary)
+    tips += _counts(result.metrics)
     return f"AccelOpt · {title}", "\n".join(tips)
 
 
+def _counts(metrics: Mapping[str, Any]) -> list[str]:
+    """What a lens's tooltip says of the inputs checked, counts only: the summary (checks by
+    class, skipped and left to the search) and the search's line (seed, examples tried of its
+    budget, whether it found a disagreement)."""
+    found = (devicefacts.derived_summary(metrics), devicefacts.search_line(metrics))
+    return [text for text in found if text]
+
+
 def profile_tooltip(result: EvalResult) -> str | None:
-    """The profile lens's tooltip: how far the result reaches (``timed on 1 shape, checked on
-    4 derived shapes``) and, for a kernel the interpreter cannot run, ``not timed: ...``;
-    None when there is nothing to add."""
-    parts = [
-        text
-        for text in (
-            devicefacts.not_timed_line(result.metrics),
-            devicefacts.derived_summary(result.metrics),
-        )
-        if text
-    ]
+    """The profile lens's tooltip: for a kernel the interpreter cannot run, ``not timed:
+    ...``, then how far the result reaches (``timed on 1 shape, checked on 4 derived inputs: 4
+    shapes``) and the search's counts (:func:`_counts`); None when there is nothing to add."""
+    untimed = devicefacts.not_timed_line(result.metrics)
+    parts = ([untimed] if untimed else []) + _counts(result.metrics)
     return "\n".join(parts) or None
 
 
@@ -70,9 +70,10 @@ def _launch_markdown(entry: Mapping[str, Any]) -> list[str]:
 
 
 def _shapes_markdown(metrics: Mapping[str, Any]) -> list[str]:
-    """``Inputs: timed on 1 shape, checked on 10 derived inputs (4 shapes, 4 values, 2
-    layouts)`` with each derived input used or skipped (names in code spans, reasons
-    escaped)."""
+    """``Inputs: timed on 1 shape, checked on 10 derived inputs: 4 shapes; values: 4 (...);
+    layouts: 2 (...)`` with each derived input used, skipped or left to the search (names in
+    code spans, reasons escaped), then the search's seed, counts, counterexample and the
+    examples it tried (issue 52)."""
     summary = devicefacts.derived_summary(metrics)
     if not summary:
         return []
@@ -81,6 +82,16 @@ def _shapes_markdown(metrics: Mapping[str, Any]) -> list[str]:
     for name, inputs in used:
         lines.append(f"- checked on {code(name)}" + (f" ({code(inputs)})" if inputs else ""))
     lines += [f"- skipped {code(name)}: {escape(why)}" for name, why in skipped]
+    for names, why in devicefacts.grouped_reasons(devicefacts.derived_deferred(metrics)):
+        lines.append(f"- left to the search: {', '.join(code(n) for n in names)}: {escape(why)}")
+    search = devicefacts.derived_search(metrics)
+    line = devicefacts.search_line(metrics)
+    if search is not None and line:
+        lines.append(f"- {escape(line)}")
+        if search["counterexample"]:
+            lines.append(f"  - counterexample: {code(search['counterexample'])}")
+        if search["examples"]:
+            lines.append("  - examples tried: " + ", ".join(code(e) for e in search["examples"]))
     return lines
 
 

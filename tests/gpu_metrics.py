@@ -9,6 +9,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from accelopt_core.onsite.judge.derived_inputs import part_class
 from accelopt_core.onsite.protocol import EvalResult
 
 #: One launch of softmax_kernel compiled for an H100: 44 registers, no spills, 50% occupancy.
@@ -72,6 +73,47 @@ DERIVED: dict[str, Any] = {
     ],
     "skipped": [],
 }  # fmt: skip
+
+
+def _classes_words() -> str:
+    """The class counts of :data:`DERIVED` as every surface words them (issue 52): ``4 shapes;
+    values: 2 (large 1, offset 1); layouts: 1 (padded 1)``, with the class names the judge
+    gives its parts (:func:`~accelopt_core.onsite.judge.derived_inputs.part_class`), so that
+    these tests hold whatever the value and layout classes are called."""
+    large, offset, padded = (part_class(p).partition(": ")[2] for p in (_LARGE, _OFFSET, _PADDED))
+    values = f"{large} 2" if large == offset else f"{large} 1, {offset} 1"
+    return f"4 shapes; values: 2 ({values}); layouts: 1 ({padded} 1)"
+
+
+#: :func:`accelopt_core.devicefacts.derived_summary` of :func:`gpu_metrics`.
+SUMMARY = "timed on 1 shape, checked on 7 derived inputs: " + _classes_words()
+
+#: What a budget left to the property-based search, and the search's facts on a candidate
+#: (issue 52): the keys a judge after issue 52 adds to ``metrics["derived_inputs"]``.
+BUDGET_WHY = (
+    "not checked on every candidate: the derived checks' budget (20% of an evaluation) binds; "
+    "left to the search"
+)
+DEFERRED = [
+    {"name": "x × -63.4 (sign-flipped scale)", "why": BUDGET_WHY},
+    {"name": "x permuted (1, 0)", "why": BUDGET_WHY},
+    {
+        "name": "x on a grid of 0.25 (grid ties)",
+        "why": "not checked on every candidate: its call alone costs 31% of an evaluation",
+    },  # fmt: skip
+]
+SEARCH = {"seed": 1234, "tried": 37, "usable": 35, "budget": 40, "seconds": 2.13,
+          "counterexample": None, "examples": ["x 3×5 (ties)", "x 16×64 (subnormals)"]}  # fmt: skip
+
+
+def searched_metrics(counterexample: str | None = None) -> dict[str, Any]:
+    """:func:`gpu_metrics` of a candidate after issue 52: three derivations left to the search
+    (two for the budget, one for its own reason) and the search's facts, with
+    ``counterexample`` when it found one."""
+    metrics = gpu_metrics()
+    metrics["derived_inputs"]["deferred"] = copy.deepcopy(DEFERRED)
+    metrics["derived_inputs"]["search"] = dict(SEARCH, counterexample=counterexample)
+    return metrics
 
 
 def gpu_metrics(**launch: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ the data contract."""
 from __future__ import annotations
 
 from accelopt_core import devicefacts as df
-from tests.gpu_metrics import gpu_metrics, not_timed_result, spilling_metrics
+from tests.gpu_metrics import SUMMARY, gpu_metrics, not_timed_result, spilling_metrics
 
 
 def test_lens_text_names_the_architecture_registers_and_occupancy_limiter() -> None:
@@ -73,17 +73,14 @@ def test_not_timed_says_why_and_what_to_do() -> None:
 
 
 def test_derived_summary_counts_timed_held_out_and_derived_inputs() -> None:
-    assert (
-        df.derived_summary(gpu_metrics())
-        == "timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)"
-    )
+    assert df.derived_summary(gpu_metrics()) == SUMMARY
     metrics = gpu_metrics()
     metrics["shapes"] = [{"shape": {"N": 64}, "timed": True}, {"shape": {"N": 80}, "timed": True},
                          {"shape": {"N": 63}, "timed": False}]  # fmt: skip
     metrics["derived_inputs"]["skipped"] = [{"name": "x[0] 16→20", "why": "the baseline is wrong"}]
     assert df.derived_summary(metrics) == (
-        "timed on 2 shapes, checked on 1 held-out shape and 7 derived inputs (4 shapes, 2 values, "
-        "1 layout) (1 skipped)"
+        SUMMARY.replace("1 shape, checked on", "2 shapes, checked on 1 held-out shape and")
+        + " · 1 skipped"
     )
     assert df.derived_summary({"gpu": {}}) is None
     assert df.derived_detail_lines(metrics)[0] == (
@@ -111,9 +108,7 @@ def test_planner_lines_carry_device_facts_not_timed_and_shapes() -> None:
     assert lines[0] == "compiled for H100 SXM5 (sm_90):"
     assert lines[1].startswith("- softmax_kernel [BLOCK_SIZE=64, num_warps=4, num_stages=3]: 44 ")
     assert any(line.startswith("not timed: the CPU interpreter cannot run") for line in lines)
-    assert lines[-1].startswith(
-        "inputs: timed on 1 shape, checked on 7 derived inputs (4 shapes, 2 values, 1 layout)"
-    )
+    assert lines[-1] == f"inputs: {SUMMARY} (correct results are required on every one)"
     assert df.prompt_lines({}) == []
 
 

@@ -82,19 +82,13 @@ def _int(value: Any) -> int | None:
 
 
 def derived_block(metrics: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The derived inputs a result was checked on (issues 22 and 29), through
-    :func:`accelopt_core.devicefacts.derived_rows` / ``derived_summary`` (which read the
-    metrics' own key): ``{"summary", "checked": [[name, inputs], ...], "skipped": [[name,
-    why], ...]}``; None when the result carries none."""
-    summary = devicefacts.derived_summary(metrics)
-    used, skipped = devicefacts.derived_rows(metrics)
-    if summary is None and not used and not skipped:
-        return None
-    return {
-        "summary": summary,
-        "checked": [[name, inputs or ""] for name, inputs in used],
-        "skipped": [[name, why] for name, why in skipped],
-    }
+    """The derived inputs a result was checked on (issues 22, 29 and 52), as
+    :func:`accelopt_core.devicefacts.derived_facts` gives them: ``{"summary", "classes":
+    {class: n}, "checked": [[name, inputs], ...], "skipped": [[name, why], ...], "deferred":
+    [[name, why], ...], "deferred_groups": [[[name, ...], why], ...], "search": {"seed",
+    "tried", "usable", "budget", "seconds", "counterexample", "examples"} or None,
+    "search_line"}``; None when the result carries none."""
+    return devicefacts.derived_facts(metrics)
 
 
 def _stage_of(result: Mapping[str, Any]) -> str | None:
