@@ -4,8 +4,18 @@ the data contract."""
 
 from __future__ import annotations
 
+import json
+
 from accelopt_core import devicefacts as df
-from tests.gpu_metrics import SUMMARY, gpu_metrics, not_timed_result, spilling_metrics
+from accelopt_core.onsite.judge.derived_inputs import part_class
+from tests.gpu_metrics import (
+    BUDGET_WHY,
+    SUMMARY,
+    gpu_metrics,
+    not_timed_result,
+    searched_metrics,
+    spilling_metrics,
+)
 
 
 def test_lens_text_names_the_architecture_registers_and_occupancy_limiter() -> None:
@@ -121,3 +131,110 @@ def test_garbage_metrics_never_raise() -> None:
         df.spill_warnings(metrics)
         df.prompt_lines(metrics)
         df.compact_facts(metrics)
+        df.derived_detail_lines(metrics)
+        df.derived_facts(metrics)
+
+
+# -- issue 52: checks counted by class, derivations left to the search, the search ------------
+
+
+def test_classes_are_counted_by_kind_and_every_class_is_named() -> None:
+    counts = {"shape": 4, "values: sign-flipped scale": 1, "values: grid ties": 1,
+              "layout: permuted": 2, "layout: sliced": 2, "values: subnormal": 4}  # fmt: skip
+    assert df.classes_text(counts) == (
+        "4 shapes; values: 6 (sign-flipped scale 1, grid ties 1, subnormal 4); "
+        "layouts: 4 (permuted 2, sliced 2)"
+    )
+    assert df.classes_text({"shape": 1}) == "1 shape"
+    assert df.classes_text({}) == ""
+    # a kind the display has never heard of is counted the same way, never dropped
+    assert df.classes_text({"integers: last index": 2, "integers: empty segment": 1}) == (
+        "integers: 3 (last index 2, empty segment 1)"
+    )
+    many = {f"values: class number {i}": 1 for i in range(40)}
+    text = df.classes_text(many)
+    assert text.startswith("values: 40 (class number 0 1, ") and "class number 39 1)" in text
+
+
+def test_a_slot_counts_each_part_by_the_class_the_judge_gives_it() -> None:
+    metrics = gpu_metrics()
+    parts = metrics["derived_inputs"]["used"][0]["parts"]
+    classes = df.derived_classes(metrics)
+    assert sum(classes.values()) == 7 and classes["shape"] == 4
+    assert all(classes.get(part_class(p), 0) >= 1 for p in parts)
+    # a result of a judge before issue 29 (``derived_shapes``, parts without a kind)
+    old = {"derived_shapes": {"used": [{"name": "x[0] 16→15"}, {"name": "x[0] 16→20"}]}}
+    assert df.derived_classes(old) == {"shape": 2}
+    assert df.derived_summary(old) == "timed on 1 shape, checked on 2 derived inputs: 2 shapes"
+
+
+def test_deferred_derivations_and_the_search_are_counted_and_listed() -> None:
+    metrics = searched_metrics()
+    assert df.derived_summary(metrics) == SUMMARY + " · 3 left to the search"
+    metrics["derived_inputs"]["skipped"] = [
+        {"name": "x column-major", "why": "the baseline raises"}
+    ]
+    assert df.derived_summary(metrics) == SUMMARY + " · 1 skipped · 3 left to the search"
+    lines = df.derived_detail_lines(metrics)
+    assert lines[4:] == [
+        "skipped: x column-major: the baseline raises",
+        # the same reason reads once, with every name it covers
+        f"left to the search: x × -63.4 (sign-flipped scale), x permuted (1, 0): {BUDGET_WHY}",
+        "left to the search: x on a grid of 0.25 (grid ties): not checked on every candidate: "
+        "its call alone costs 31% of an evaluation",
+        "search (seed 1234): 37 examples tried of a budget of 40, 35 usable; no disagreement "
+        "with the baseline (2.1 s)",
+        "examples tried: x 3×5 (ties), x 16×64 (subnormals)",
+    ]
+
+
+def test_a_counterexample_is_said_whole() -> None:
+    found = "x 3×5 = [[0.0, -1e-45, 2.5], [inf, 1.0, 1.0], [3.0, 3.0, 3.0]]: max abs error 7.5"
+    metrics = searched_metrics(found)
+    assert df.search_line(metrics) == (
+        "search (seed 1234): 37 examples tried of a budget of 40, 35 usable; found a "
+        "disagreement (2.1 s)"
+    )
+    assert df.search_lines(metrics)[1] == f"counterexample: {found}"
+
+
+def test_results_without_the_new_keys_read_as_before() -> None:
+    metrics = gpu_metrics()  # a judge before issue 52: no ``deferred``, no ``search``
+    assert df.derived_deferred(metrics) == [] and df.deferred_lines(metrics) == []
+    assert df.derived_search(metrics) is None and df.search_line(metrics) is None
+    assert not any("search" in line for line in df.derived_detail_lines(metrics))
+    facts = df.derived_facts(metrics)
+    assert facts["summary"] == SUMMARY and facts["deferred"] == [] and facts["search"] is None
+    assert df.derived_facts({}) is None
+
+
+def test_facts_are_json_for_profile_json_and_the_report() -> None:
+    facts = json.loads(json.dumps(df.derived_facts(searched_metrics("x 1×1 = [[nan]]"))))
+    assert facts["search"] == {"seed": 1234, "tried": 37, "usable": 35, "budget": 40,
+                               "seconds": 2.13, "counterexample": "x 1×1 = [[nan]]",
+                               "examples": ["x 3×5 (ties)", "x 16×64 (subnormals)"]}  # fmt: skip
+    assert facts["deferred_groups"][0] == [
+        ["x × -63.4 (sign-flipped scale)", "x permuted (1, 0)"],
+        BUDGET_WHY,
+    ]
+    assert sum(facts["classes"].values()) == 7 and len(facts["deferred"]) == 3
+
+
+def test_odd_search_and_deferred_values_never_raise() -> None:
+    odd = [
+        {"search": "yes", "deferred": "all"},
+        {"search": {"seed": "x", "tried": True, "examples": "a", "counterexample": 5}},
+        {"search": {}, "deferred": [None, 3, {"why": None}]},
+        {"used": [{"kind": "combined", "parts": "no"}, {"kind": "values"}, {"kind": 7}]},
+        {"used": [{"kind": "combined", "parts": [None, {"kind": "layout"}]}]},
+    ]
+    for derived in odd:
+        metrics = {"derived_inputs": derived}
+        df.derived_summary(metrics)
+        df.derived_detail_lines(metrics)
+        json.dumps(df.derived_facts(metrics))
+    assert df.search_line({"derived_inputs": odd[2]}) == (
+        "search: no disagreement with the baseline"
+    )
+    assert df.derived_deferred({"derived_inputs": odd[2]}) == [("?", "no reason given")]
+    assert df.search_lines({"derived_inputs": odd[1]})[1] == "counterexample: 5"

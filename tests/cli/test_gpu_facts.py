@@ -26,11 +26,13 @@ from accelopt_core.search.report import phases_line
 from accelopt_core.settings import Settings, load_settings
 from tests.cli.test_cli_e2e import SOFTMAX, cli_env, run_cli  # noqa: F401 (fixture)
 from tests.gpu_metrics import (
+    BUDGET_WHY,
     SUMMARY,
     gpu_metrics,
     not_timed_result,
     ok_result,
     replace_cached_results,
+    searched_metrics,
     spilling_metrics,
 )
 
@@ -157,6 +159,11 @@ def test_profile_of_a_kernel_the_interpreter_cannot_run_exits_0_with_device_fact
         == "x[1] 64→63, x × 63.4 (large), x row-padded"
     )
     assert data["metrics"]["not_timed"].startswith("the CPU interpreter cannot run")
+    # the derived inputs in words and counted by class (issue 52); an older judge's result
+    # carries no search and nothing left to it
+    assert data["derived"]["summary"] == SUMMARY
+    assert sum(data["derived"]["classes"].values()) == 7
+    assert data["derived"]["deferred"] == [] and data["derived"]["search"] is None
 
 
 def _report(baseline_result, candidates=()):
@@ -200,3 +207,59 @@ def test_search_report_shows_the_best_candidate_s_gpu_facts() -> None:
     assert "best candidate's profile:" in text
     assert "  GPU H100 SXM5 (sm_90), compiled ahead of time in 0.41 s" in text
     assert "ranking needs timing" not in text
+
+
+# -- issue 52: checks by class, derivations left to the search, the search ---------------------
+
+SEARCHED = "search (seed 1234): 37 examples tried of a budget of 40, 35 usable; no disagreement"
+
+
+def test_profile_text_counts_by_class_and_lists_what_was_left_to_the_search() -> None:
+    (out, out_buf), (err, _) = _console(), _console()
+    render.print_profile(out, err, ok_result(searched_metrics()), "softmax.py")
+    lines = out_buf.getvalue().splitlines()
+    assert f"{SUMMARY} · 3 left to the search" in lines
+    assert (
+        f"  left to the search: x × -63.4 (sign-flipped scale), x permuted (1, 0): {BUDGET_WHY}"
+        in lines
+    )
+    assert any(line.startswith(f"  {SEARCHED}") for line in lines)
+    assert "  examples tried: x 3×5 (ties), x 16×64 (subnormals)" in lines
+
+
+def test_optimize_lists_the_baseline_s_deferred_derivations_and_the_best_s_search() -> None:
+    from accelopt_core.search import Candidate
+
+    base = searched_metrics()
+    del base["derived_inputs"]["search"]  # the search runs on candidates, not the baseline
+    report, kf = _report(ok_result(base, latency_ms=2.0))
+    best = Candidate("c1", kf.source + "# faster\n", report.baseline.id, "bigger blocks", "",
+                     ok_result(searched_metrics(), latency_ms=1.0), 1)  # fmt: skip
+    best.speedup, best.retimed = 2.0, True
+    report.candidates = [best]
+    (out, out_buf), (err, _) = _console(), _console()
+    render.print_search_report(out, err, report, kf, "softmax_kernel", str(SOFTMAX))
+    lines = out_buf.getvalue().splitlines()
+    assert f"inputs: {SUMMARY} · 3 left to the search (every candidate)" in lines
+    assert (
+        f"  left to the search: x × -63.4 (sign-flipped scale), x permuted (1, 0): {BUDGET_WHY}"
+        in lines
+    )
+    profile = lines[lines.index("best candidate's profile:") :]
+    assert any(line.startswith(f"  {SEARCHED}") for line in profile)
+
+
+def test_a_long_list_reads_whole_in_a_log() -> None:
+    """Every name on one line however narrow the console: a CI log greps whole lines."""
+    metrics = searched_metrics()
+    names = [f"x{i} × -1e30 (sign-flipped scale near the dtype's limit)" for i in range(30)]
+    metrics["derived_inputs"]["deferred"] = [{"name": n, "why": BUDGET_WHY} for n in names]
+    buf = io.StringIO()
+    narrow = Console(file=buf, width=80)  # a pipe: not a terminal
+    report, kf = _report(ok_result(metrics))
+    render.print_search_report(narrow, narrow, report, kf, "softmax_kernel", str(SOFTMAX))
+    assert f"  left to the search: {', '.join(names)}: {BUDGET_WHY}" in buf.getvalue().splitlines()
+    assert f"inputs: {SUMMARY} · 30 left to the search (every candidate)" in buf.getvalue()
+    buf = io.StringIO()
+    render.print_profile(Console(file=buf, width=80), narrow, ok_result(metrics), "softmax.py")
+    assert f"  left to the search: {', '.join(names)}: {BUDGET_WHY}" in buf.getvalue().splitlines()

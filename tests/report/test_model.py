@@ -11,7 +11,7 @@ import pytest
 from accelopt_core.report import build_view, render_html
 from accelopt_core.report import html as report_html
 from accelopt_core.report.html import embed_json, fit
-from tests.gpu_metrics import SUMMARY
+from tests.gpu_metrics import BUDGET_WHY, SUMMARY, searched_metrics
 from tests.report.synthetic import HOSTILE, synthetic_report
 
 
@@ -70,6 +70,29 @@ def test_a_ranked_node_carries_its_diff_device_facts_and_derived_inputs(report) 
         "x: 16×63",
     ] in node["derived"]["checked"]
     assert node["gbps"] > 0 and node["tflops"] > 0 and node["pct_of_peak"] > 0
+
+
+def test_a_node_carries_what_was_left_to_the_search_and_the_search(report) -> None:
+    """Issue 52: a candidate's derivations left to the property-based search, with why, and
+    the search's seed, counts, counterexample and examples; an older result has neither."""
+    report = json.loads(json.dumps(report))
+    found = "x 2×2 = [[0.0, -0.0], [1e-45, </script><b>x</b>]]: max abs error 3.0"
+    report["candidates"][0]["result"]["metrics"] = searched_metrics(found)
+    view = build_view(report)
+    node = next(n for n in view["nodes"] if n["id"] == report["candidates"][0]["id"])
+    derived = node["derived"]
+    assert derived["summary"] == SUMMARY + " · 3 left to the search"
+    assert derived["deferred_groups"][0] == [
+        ["x × -63.4 (sign-flipped scale)", "x permuted (1, 0)"],
+        BUDGET_WHY,
+    ]
+    assert len(derived["deferred"]) == 3
+    assert derived["search"]["seed"] == 1234 and derived["search"]["counterexample"] == found
+    assert derived["search_line"].startswith("search (seed 1234): 37 examples tried of a budget")
+    page = render_html(view)
+    assert "</script><b>" not in page  # the counterexample is data in the page, never markup
+    older = next(n for n in view["nodes"] if n["id"] == report["candidates"][1]["id"])
+    assert older["derived"]["search"] is None and older["derived"]["deferred"] == []
 
 
 def test_best_speedup_per_iteration_never_falls(report) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from accelopt_core.report import build_view, write_html
+from tests.gpu_metrics import BUDGET_WHY, searched_metrics
 from tests.report.synthetic import synthetic_report
 
 CHROMIUM = os.environ.get("ACCELOPT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -90,6 +91,33 @@ def test_hostile_text_is_shown_never_run(tmp_path: Path) -> None:
     assert "<img src=" not in text.split('id="accelopt-view"')[0] + text.split("</main>")[0]
     details = section(text, 'id="details"', "</h3>")
     assert "&lt;/script&gt;&lt;script&gt;document.title = 'PWNED'&lt;/script&gt;" in details
+
+
+def test_the_selected_candidate_shows_its_derived_checks_and_the_search(tmp_path: Path) -> None:
+    """Issue 52: the details of the selected candidate count its checks by class, list what a
+    budget left to the property-based search, and show the search's seed, counts,
+    counterexample and examples, as text."""
+    report = json.loads(json.dumps(synthetic_report(14)))
+    found = "x 2×2 = [[0.0, -0.0], [1e-45, inf]]: max abs error 3.0 <img src=x onerror=alert(1)>"
+    report["candidates"][0]["result"]["metrics"] = searched_metrics(found)
+    view = build_view(report)
+    assert next(n for n in view["nodes"] if n["rank"] == 1)["id"] == report["candidates"][0]["id"]
+    page = write_html(view, tmp_path / "searched.html")
+    text = dom(page, tmp_path)
+    details = section(text, 'id="details"', "Failures by stage")
+    node = next(n for n in view["nodes"] if n["id"] == report["candidates"][0]["id"])
+    assert f"<p>{node['derived']['summary']}</p>" in details
+    assert (
+        f"left to the search: x × -63.4 (sign-flipped scale), x permuted (1, 0): {BUDGET_WHY}"
+        in details
+    )
+    assert "<h4>property-based search</h4>" in details
+    assert "search (seed 1234): 37 examples tried of a budget of 40, 35 usable" in details
+    assert (
+        "counterexample: x 2×2 = [[0.0, -0.0], [1e-45, inf]]: max abs error 3.0 &lt;img" in details
+    )
+    assert "examples tried: x 3×5 (ties), x 16×64 (subnormals)" in details
+    assert "<img src=" not in details
 
 
 @pytest.mark.parametrize("case", ["failed baseline", "no candidates"])

@@ -16,12 +16,14 @@ from accelopt_server import device_present, present
 from accelopt_server.diagnostics import profile_diagnostic, spill_diagnostics
 from accelopt_server.markdown import escape
 from tests.gpu_metrics import (
+    BUDGET_WHY,
     SUMMARY,
     cannot_launch_result,
     does_not_compile_result,
     gpu_metrics,
     not_timed_result,
     ok_result,
+    searched_metrics,
     spilling_metrics,
 )
 
@@ -90,6 +92,44 @@ def test_hover_escapes_what_the_kernel_and_the_compiler_wrote() -> None:
     assert "- skipped `x[0] 16→20`: ref \\<b\\>raises\\</b\\> \\*x\\*" in text
     assert "(a\\_b \\`c\\` \\[link\\](x))" in text
     assert "<b>" not in text and "[link](x)" not in text
+
+
+SEARCH_LINE = (
+    "search (seed 1234): 37 examples tried of a budget of 40, 35 usable; found a disagreement "
+    "(2.1 s)"
+)
+FOUND = "x 3×5 = [[0.0, -1e-45, *2*], [inf, 1.0, 1.0]]: max abs error 7.5 `x`"
+
+
+def test_lenses_count_what_was_left_to_the_search_and_the_search_itself() -> None:
+    result = ok_result(searched_metrics(FOUND))
+    _, tooltip = device_present.device_lens(result, "softmax_kernel")
+    # counts only: no derivation's name, no counterexample
+    assert tooltip.splitlines()[-2:] == [SUMMARY + " · 3 left to the search", SEARCH_LINE]
+    assert device_present.profile_tooltip(result) == (
+        f"{SUMMARY} · 3 left to the search\n{SEARCH_LINE}"
+    )
+    assert "permuted" not in tooltip and "3×5" not in tooltip
+
+
+def test_hover_lists_every_deferred_derivation_and_the_search_with_its_counterexample() -> None:
+    text = device_present.device_markdown(ok_result(searched_metrics(FOUND)), "softmax_kernel")
+    assert f"**Inputs:** {escape(SUMMARY)} · 3 left to the search" in text
+    assert (
+        "- left to the search: `x × -63.4 (sign-flipped scale)`, `x permuted (1, 0)`: "
+        + escape(BUDGET_WHY)
+    ) in text
+    assert "- left to the search: `x on a grid of 0.25 (grid ties)`: not checked on" in text
+    assert f"- {escape(SEARCH_LINE)}" in text
+    # the counterexample verbatim in a code span, whatever it holds
+    assert f"  - counterexample: `` {FOUND} ``" in text
+    assert "  - examples tried: `x 3×5 (ties)`, `x 16×64 (subnormals)`" in text
+
+
+def test_hover_of_an_older_result_has_no_search() -> None:
+    text = device_present.device_markdown(ok_result(), "softmax_kernel")
+    assert "search" not in text and "left to" not in text
+    assert device_present.profile_tooltip(ok_result()) == SUMMARY
 
 
 def test_no_device_section_without_device_facts() -> None:

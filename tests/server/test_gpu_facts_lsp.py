@@ -16,10 +16,12 @@ from lsprotocol import types
 
 from accelopt_server.markdown import escape
 from tests.gpu_metrics import (
+    BUDGET_WHY,
     SUMMARY,
     does_not_compile_result,
     ok_result,
     replace_cached_results,
+    searched_metrics,
     spilling_metrics,
 )
 from tests.lsp_fixtures import LspSession
@@ -86,3 +88,24 @@ async def test_lens_hover_and_diagnostics_show_the_gpu_facts(lsp: LspSession) ->
     assert "does not compile for sm_90 (H100 SXM5)" in error.message
     assert not _diagnostics(lsp, uri, "spills")  # replaced by the new profile
     assert not any(t.startswith("AccelOpt · sm_90") for t in await lsp.lens_titles(uri))
+
+    # a result of a judge after issue 52: derivations left to the search, and the search's facts
+    found = "x 3×5 = [[0.0, -1e-45, 2.5]]: max abs error 7.5"
+    await _profile_served(lsp, uri, ok_result(searched_metrics(found)))
+    lenses = await lsp.lenses(uri)
+    tips = {lens.command.title: lens.command.tooltip for lens in lenses if lens.command}
+    search = "search (seed 1234): 37 examples tried of a budget of 40, 35 usable; found a "
+    device_tip = next(t for title, t in tips.items() if title.startswith("AccelOpt · sm_90"))
+    assert device_tip.splitlines()[-2] == SUMMARY + " · 3 left to the search"
+    assert device_tip.splitlines()[-1].startswith(search)
+    assert "permuted" not in device_tip and found not in device_tip  # the lens: counts only
+    profile_tip = next(t for title, t in tips.items() if title.startswith("1.5 ms · correct"))
+    assert profile_tip.splitlines()[0] == SUMMARY + " · 3 left to the search"
+    assert profile_tip.splitlines()[1].startswith(search)
+    text = (await lsp.hover(uri, line, col)).contents.value
+    assert (
+        "- left to the search: `x × -63.4 (sign-flipped scale)`, `x permuted (1, 0)`: "
+        + escape(BUDGET_WHY)
+    ) in text
+    assert f"  - counterexample: `{found}`" in text
+    assert "  - examples tried: `x 3×5 (ties)`, `x 16×64 (subnormals)`" in text
