@@ -48,8 +48,10 @@ HARNESS_VERSION = "1"
 #: latencies about a tenth below a cached one of the same kernel, not to be ranked beside it);
 #: issue 53 "11" (imports by allowlist, and the parts of torch, triton and numpy that load
 #: native code, start processes or touch files and caches denied: a cached ``ok`` of a
-#: candidate that used them must not stand).
-JUDGE_VERSION = "11"
+#: candidate that used them must not stand); issue 52 "12" (layouts by principle: every
+#: permutation of the dimensions, a slice along any dimension, a storage offset, stride 0: a
+#: cached ``ok`` of a candidate wrong on one must not stand).
+JUDGE_VERSION = "12"
 
 #: Prefix of the worker's one result line, the last line of its stdout.
 SENTINEL = "@@ACCELOPT_RESULT@@ "

@@ -82,13 +82,23 @@ def _used_for(baselines, original: str) -> list[dict]:
 def test_softmax_baseline_uses_values_and_the_padded_layout(baselines) -> None:
     found = _found(baselines["softmax"])
     kinds = [p["kind"] for p in _parts(found)]
-    assert kinds.count("shape") == 4 and kinds.count("values") == 4 and kinds.count("layout") == 1
+    assert kinds.count("shape") == 4 and kinds.count("values") == 4
+    layouts = [p["name"] for p in _parts(found) if p["kind"] == "layout"]
+    assert layouts == [  # issue 52: each merged into a slot of a shape (no call of its own)
+        "x row-padded",
+        "x at storage offset 1",
+        "x sliced along dim 0",
+        "x expanded along dim 0 (stride 0)",
+    ]
     assert len(found["used"]) == 4  # four checked calls: one slot per shape
     assert [d["seed"] for d in found["used"]] == [2, 3, 2, 3]  # the seeds after the first
-    # the baseline writes with unit column stride: column-major is not what it supports
-    (skip,) = found["skipped"]
+    # the baseline reads and writes with unit column stride: column-major storage and a stride
+    # of 0 along the rows (issue 52) are not what it supports
+    skip, expanded = found["skipped"]
     assert skip["name"] == "x column-major"
     assert skip["why"].startswith("the baseline is wrong on it: derived input x column-major")
+    assert expanded["name"] == "x expanded along dim 1 (stride 0)"
+    assert expanded["why"].startswith("the baseline is wrong on it: derived input x expanded")
 
 
 def test_a_reference_that_refuses_large_values_skips_them_with_its_reason(baselines) -> None:
