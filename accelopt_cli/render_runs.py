@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from accelopt_cli.render_table import Col, print_table
+from accelopt_core import devicefacts
 from accelopt_core.search.report import FailedCandidate, failure_counts
 
 #: Failures the short table shows; the rest are counted under it.
@@ -123,7 +124,8 @@ def print_runs(out: Console, runs: list[dict[str, Any]]) -> None:
 
 def print_run(out: Console, run: dict[str, Any], *, prompts: bool) -> None:
     """One kept run (:meth:`accelopt_core.memory.RunStore.load`): its summary, the plans, the
-    ranked candidates, the failures in full, and the transcript (each call's reply; its
+    ranked candidates (with the property-based search's seed and counts,
+    :func:`accelopt_core.devicefacts.search_line`), the failures in full, and the transcript (each call's reply; its
     prompt too with ``prompts``)."""
     summary, report = run["run"], run["report"]
     out.print(
@@ -146,6 +148,10 @@ def print_run(out: Console, run: dict[str, Any], *, prompts: bool) -> None:
             f"(id {c.get('id')}, call {c.get('call')})",
             soft_wrap=True,
         )
+        result = c.get("result") if isinstance(c.get("result"), Mapping) else {}
+        searched = devicefacts.search_line(result.get("metrics"))  # issue 52: its seed
+        if searched:
+            out.print(f"     {escape(searched)}", soft_wrap=True, highlight=False)
     failed = report.get("failed_candidates") or []
     out.print(f"\n[bold]failed candidates ({len(failed)})[/]")
     print_failures(out, failed, verbose=True)

@@ -109,3 +109,28 @@ def test_the_store_keeps_the_newest_runs_within_its_bounds(tmp_path: Path) -> No
     none = RunStore(tmp_path / "runs", keep=0)
     write_run(store, "again", now=1_700_001_000)
     assert none.create({"kernel": "x"}) is None and none.list() == []
+
+
+def test_a_ranked_candidate_shows_the_seed_its_search_ran_with() -> None:
+    """Issue 52: ``runs show`` gives each ranked candidate's property-based search (seed,
+    examples tried of its budget) so it can be rerun; a candidate of an older run has none."""
+    from tests.gpu_metrics import gpu_metrics, searched_metrics
+
+    cands = [
+        {"rank": 1, "speedup": 1.4, "plan": "wider blocks", "id": "c1", "call": 2,
+         "result": {"metrics": searched_metrics()}},
+        {"rank": 2, "speedup": 1.2, "plan": "more warps", "id": "c2", "call": 3,
+         "result": {"metrics": gpu_metrics()}},
+        {"rank": 3, "speedup": 1.1, "plan": "old", "id": "c3", "call": 4, "result": "odd"},
+    ]  # fmt: skip
+    run = {"run": {"id": "r1"}, "report": {"candidates": cands}, "transcript": []}
+    out, buf = console(width=80)
+    render_runs.print_run(out, run, prompts=False)
+    lines = buf.getvalue().splitlines()
+    first = lines.index("  1. 1.40x wider blocks (id c1, call 2)")
+    assert lines[first + 1] == (
+        "     search (seed 1234): 37 examples tried of a budget of 40, 35 usable; no "
+        "disagreement with the baseline (2.1 s)"
+    )
+    assert lines[first + 2].startswith("  2. 1.20x more warps")
+    assert lines[first + 3].startswith("  3. 1.10x old") and lines[first + 4] == ""
