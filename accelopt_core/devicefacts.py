@@ -420,10 +420,13 @@ def grouped_reasons(rows: list[tuple[str, str]]) -> list[tuple[list[str], str]]:
 
 def derived_search(metrics: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The property-based search's facts on a candidate's result
-    (``metrics["derived_inputs"]["search"]``, issue 52), read defensively: ``{"seed": int or
-    None, "tried": int or None, "usable": int or None, "budget": int or None, "seconds": float
-    or None, "counterexample": str or None, "examples": [str, ...]}``; None when the search did
-    not run on it (a baseline, a result from an older judge)."""
+    (``metrics["derived_inputs"]["search"]``, issue 52,
+    :class:`accelopt_core.evaluation.counterexample.SearchOutcome`), read defensively:
+    ``{"seed", "tried" (examples drawn), "usable" (of those, the ones the baseline is correct
+    on), "calls" (checked calls made), "budget" (most checked calls allowed): int or None,
+    "seconds": float or None, "counterexample": str or None, "examples": [str, ...] (names of
+    the first examples drawn), "skipped": str or None (why no search ran)}``; None when the
+    search did not run on it (a baseline, a result from an older judge)."""
     search = (_derived(metrics) or {}).get("search")
     if not isinstance(search, Mapping):
         return None
@@ -432,38 +435,45 @@ def derived_search(metrics: Mapping[str, Any] | None) -> dict[str, Any] | None:
         n = number(search.get(key))
         return int(n) if n is not None else None
 
-    example = search.get("counterexample")
+    def text(key: str) -> str | None:
+        value = search.get(key)
+        return str(value) if value not in (None, "") else None
+
     examples = search.get("examples") if isinstance(search.get("examples"), list) else []
     return {
-        "seed": whole("seed"),
-        "tried": whole("tried"),
-        "usable": whole("usable"),
-        "budget": whole("budget"),
+        **{key: whole(key) for key in ("seed", "tried", "usable", "calls", "budget")},
         "seconds": number(search.get("seconds")),
-        "counterexample": str(example) if example not in (None, "") else None,
+        "counterexample": text("counterexample"),
         "examples": [str(e) for e in examples if e not in (None, "")],
+        "skipped": text("skipped"),
     }
 
 
 def search_line(metrics: Mapping[str, Any] | None) -> str | None:
-    """The search's counts in one line: ``search (seed 1234): 37 examples tried of a budget of
-    40, 35 usable; no disagreement with the baseline (2.1 s)`` or ``...; found a disagreement
-    (0.8 s)`` (the input itself is :func:`search_lines`'); None without a search."""
+    """The search's counts in one line: ``search (seed 1234): 37 examples tried, 35 usable, 12
+    of 40 checked calls; no disagreement with the baseline (2.1 s)``, ``...; found a
+    disagreement (0.8 s)`` (the input itself is in :func:`search_lines`) or ``search (seed
+    1234): not run: <why>``; None without a search."""
     search = derived_search(metrics)
     if search is None:
         return None
     head = "search" + (f" (seed {search['seed']})" if search["seed"] is not None else "")
+    if search["skipped"] and not search["tried"]:
+        return f"{head}: not run: {search['skipped']}"
     counts = []
     if search["tried"] is not None:
-        tried = _plural(search["tried"], "example") + " tried"
-        if search["budget"] is not None:
-            tried += f" of a budget of {search['budget']}"
-        counts.append(tried)
+        counts.append(_plural(search["tried"], "example") + " tried")
     if search["usable"] is not None:
         counts.append(f"{search['usable']} usable")
-    verdict = (
-        "found a disagreement" if search["counterexample"] else "no disagreement with the baseline"
-    )
+    calls, budget = search["calls"], search["budget"]
+    if calls is not None and budget is not None:
+        counts.append(f"{calls} of {_plural(budget, 'checked call')}")
+    elif budget is not None:
+        counts.append(f"a budget of {_plural(budget, 'checked call')}")
+    elif calls is not None:
+        counts.append(_plural(calls, "checked call"))
+    found = search["counterexample"]
+    verdict = "found a disagreement" if found else "no disagreement with the baseline"
     if search["seconds"] is not None:
         verdict += f" ({search['seconds']:.1f} s)"
     return f"{head}: " + (", ".join(counts) + "; " if counts else "") + verdict

@@ -38,8 +38,8 @@ def device_lens(result: EvalResult, kernel: str) -> tuple[str, str] | None:
 
 def _counts(metrics: Mapping[str, Any]) -> list[str]:
     """What a lens's tooltip says of the inputs checked, counts only: the summary (checks by
-    class, skipped and left to the search) and the search's line (seed, examples tried of its
-    budget, whether it found a disagreement)."""
+    class, skipped and left to the search) and the search's line (seed, examples tried, checked
+    calls of its budget, whether it found a disagreement)."""
     found = (devicefacts.derived_summary(metrics), devicefacts.search_line(metrics))
     return [text for text in found if text]
 

@@ -182,7 +182,7 @@ def test_deferred_derivations_and_the_search_are_counted_and_listed() -> None:
         f"left to the search: x × -63.4 (sign-flipped scale), x permuted (1, 0): {BUDGET_WHY}",
         "left to the search: x on a grid of 0.25 (grid ties): not checked on every candidate: "
         "its call alone costs 31% of an evaluation",
-        "search (seed 1234): 37 examples tried of a budget of 40, 35 usable; no disagreement "
+        "search (seed 1234): 37 examples tried, 35 usable, 12 of 40 checked calls; no disagreement "
         "with the baseline (2.1 s)",
         "examples tried: x 3×5 (ties), x 16×64 (subnormals)",
     ]
@@ -192,7 +192,7 @@ def test_a_counterexample_is_said_whole() -> None:
     found = "x 3×5 = [[0.0, -1e-45, 2.5], [inf, 1.0, 1.0], [3.0, 3.0, 3.0]]: max abs error 7.5"
     metrics = searched_metrics(found)
     assert df.search_line(metrics) == (
-        "search (seed 1234): 37 examples tried of a budget of 40, 35 usable; found a "
+        "search (seed 1234): 37 examples tried, 35 usable, 12 of 40 checked calls; found a "
         "disagreement (2.1 s)"
     )
     assert df.search_lines(metrics)[1] == f"counterexample: {found}"
@@ -210,9 +210,10 @@ def test_results_without_the_new_keys_read_as_before() -> None:
 
 def test_facts_are_json_for_profile_json_and_the_report() -> None:
     facts = json.loads(json.dumps(df.derived_facts(searched_metrics("x 1×1 = [[nan]]"))))
-    assert facts["search"] == {"seed": 1234, "tried": 37, "usable": 35, "budget": 40,
-                               "seconds": 2.13, "counterexample": "x 1×1 = [[nan]]",
-                               "examples": ["x 3×5 (ties)", "x 16×64 (subnormals)"]}  # fmt: skip
+    assert facts["search"] == {"seed": 1234, "tried": 37, "usable": 35, "calls": 12,
+                               "budget": 40, "seconds": 2.13, "counterexample": "x 1×1 = [[nan]]",
+                               "examples": ["x 3×5 (ties)", "x 16×64 (subnormals)"],
+                               "skipped": None}  # fmt: skip
     assert facts["deferred_groups"][0] == [
         ["x × -63.4 (sign-flipped scale)", "x permuted (1, 0)"],
         BUDGET_WHY,
@@ -238,3 +239,15 @@ def test_odd_search_and_deferred_values_never_raise() -> None:
     )
     assert df.derived_deferred({"derived_inputs": odd[2]}) == [("?", "no reason given")]
     assert df.search_lines({"derived_inputs": odd[1]})[1] == "counterexample: 5"
+
+
+def test_a_search_that_did_not_run_says_why_and_partial_counts_read() -> None:
+    skipped = {"seed": 7, "tried": 0, "skipped": "an NKI kernel: no space to draw from"}
+    assert df.search_line({"derived_inputs": {"search": skipped}}) == (
+        "search (seed 7): not run: an NKI kernel: no space to draw from"
+    )
+    budget_only = {"seed": 7, "tried": 1, "budget": 1}
+    assert df.search_line({"derived_inputs": {"search": budget_only}}) == (
+        "search (seed 7): 1 example tried, a budget of 1 checked call; no disagreement with the "
+        "baseline"
+    )

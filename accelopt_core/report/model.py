@@ -86,8 +86,8 @@ def derived_block(metrics: Mapping[str, Any] | None) -> dict[str, Any] | None:
     :func:`accelopt_core.devicefacts.derived_facts` gives them: ``{"summary", "classes":
     {class: n}, "checked": [[name, inputs], ...], "skipped": [[name, why], ...], "deferred":
     [[name, why], ...], "deferred_groups": [[[name, ...], why], ...], "search": {"seed",
-    "tried", "usable", "budget", "seconds", "counterexample", "examples"} or None,
-    "search_line"}``; None when the result carries none."""
+    "tried", "usable", "calls", "budget", "seconds", "counterexample", "examples", "skipped"}
+    or None, "search_line"}``; None when the result carries none."""
     return devicefacts.derived_facts(metrics)
 
 

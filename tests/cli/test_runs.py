@@ -113,7 +113,7 @@ def test_the_store_keeps_the_newest_runs_within_its_bounds(tmp_path: Path) -> No
 
 def test_a_ranked_candidate_shows_the_seed_its_search_ran_with() -> None:
     """Issue 52: ``runs show`` gives each ranked candidate's property-based search (seed,
-    examples tried of its budget) so it can be rerun; a candidate of an older run has none."""
+    examples tried, checked calls of its budget) so it can be rerun; a candidate of an older run has none."""
     from tests.gpu_metrics import gpu_metrics, searched_metrics
 
     cands = [
@@ -129,7 +129,7 @@ def test_a_ranked_candidate_shows_the_seed_its_search_ran_with() -> None:
     lines = buf.getvalue().splitlines()
     first = lines.index("  1. 1.40x wider blocks (id c1, call 2)")
     assert lines[first + 1] == (
-        "     search (seed 1234): 37 examples tried of a budget of 40, 35 usable; no "
+        "     search (seed 1234): 37 examples tried, 35 usable, 12 of 40 checked calls; no "
         "disagreement with the baseline (2.1 s)"
     )
     assert lines[first + 2].startswith("  2. 1.20x more warps")

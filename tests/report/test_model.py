@@ -88,7 +88,9 @@ def test_a_node_carries_what_was_left_to_the_search_and_the_search(report) -> No
     ]
     assert len(derived["deferred"]) == 3
     assert derived["search"]["seed"] == 1234 and derived["search"]["counterexample"] == found
-    assert derived["search_line"].startswith("search (seed 1234): 37 examples tried of a budget")
+    assert derived["search_line"].startswith(
+        "search (seed 1234): 37 examples tried, 35 usable, 12 of"
+    )
     page = render_html(view)
     assert "</script><b>" not in page  # the counterexample is data in the page, never markup
     older = next(n for n in view["nodes"] if n["id"] == report["candidates"][1]["id"])

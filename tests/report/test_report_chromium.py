@@ -112,7 +112,7 @@ def test_the_selected_candidate_shows_its_derived_checks_and_the_search(tmp_path
         in details
     )
     assert "<h4>property-based search</h4>" in details
-    assert "search (seed 1234): 37 examples tried of a budget of 40, 35 usable" in details
+    assert "search (seed 1234): 37 examples tried, 35 usable, 12 of 40 checked calls" in details
     assert (
         "counterexample: x 2×2 = [[0.0, -0.0], [1e-45, inf]]: max abs error 3.0 &lt;img" in details
     )

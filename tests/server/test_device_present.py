@@ -95,7 +95,7 @@ def test_hover_escapes_what_the_kernel_and_the_compiler_wrote() -> None:
 
 
 SEARCH_LINE = (
-    "search (seed 1234): 37 examples tried of a budget of 40, 35 usable; found a disagreement "
+    "search (seed 1234): 37 examples tried, 35 usable, 12 of 40 checked calls; found a disagreement "
     "(2.1 s)"
 )
 FOUND = "x 3×5 = [[0.0, -1e-45, *2*], [inf, 1.0, 1.0]]: max abs error 7.5 `x`"

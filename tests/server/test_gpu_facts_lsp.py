@@ -94,7 +94,7 @@ async def test_lens_hover_and_diagnostics_show_the_gpu_facts(lsp: LspSession) ->
     await _profile_served(lsp, uri, ok_result(searched_metrics(found)))
     lenses = await lsp.lenses(uri)
     tips = {lens.command.title: lens.command.tooltip for lens in lenses if lens.command}
-    search = "search (seed 1234): 37 examples tried of a budget of 40, 35 usable; found a "
+    search = "search (seed 1234): 37 examples tried, 35 usable, 12 of 40 checked calls; found a "
     device_tip = next(t for title, t in tips.items() if title.startswith("AccelOpt · sm_90"))
     assert device_tip.splitlines()[-2] == SUMMARY + " · 3 left to the search"
     assert device_tip.splitlines()[-1].startswith(search)
