@@ -72,12 +72,18 @@ def clean_plan(plan) -> dict:
     }
 
 
-def overflow(out, base_nonfinite: Callable[[], int]) -> str | None:
+def overflow(out, base_nonfinite: Callable[[], int], desc: dict | None = None) -> str | None:
     """Why a reference's outputs ``out`` on derived values are unusable (issue 29): NaN/Inf
     where the reference on the seed's own inputs has none (``base_nonfinite()``: its count,
-    computed only when ``out`` has any); None when they are usable."""
+    computed only when ``out`` has any); None when they are usable. A derived input ``desc``
+    that plants NaN/Inf (:func:`.derived_values.plants_nonfinite`, issue 52) is usable with a
+    non-finite reference: the baseline, then the candidate, must reproduce its NaN/Inf where
+    they are (:func:`.compare.compare`)."""
     from .compare import nonfinite
+    from .derived_values import plants_nonfinite
 
+    if desc is not None and plants_nonfinite(desc):
+        return None
     bad, total = nonfinite(out)
     if not bad or base_nonfinite():
         return None

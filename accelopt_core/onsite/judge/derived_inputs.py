@@ -88,7 +88,8 @@ def _ordered(value_parts: list[dict]) -> list[dict]:
         return []
     first = value_parts[0]["input"]
     rest = [p for p in value_parts if p["input"] != first]
-    rest.sort(key=lambda p: (_LATER_ORDER.index(p["op"]), p["input"]))
+    ops = list(_LATER_ORDER) + [p["op"] for p in value_parts if p["op"] not in _LATER_ORDER]
+    rest.sort(key=lambda p: (ops.index(p["op"]), p["input"]))  # stable: the planner's order
     return [p for p in value_parts if p["input"] == first] + rest
 
 

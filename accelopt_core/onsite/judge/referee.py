@@ -211,14 +211,15 @@ class _Referee:
         except Exception as exc:  # noqa: BLE001 - the harness's reference: a reason, not a failure
             return {**self._answer(), "skip": f"the reference raises on it: {short(exc)}"}
         if has_values(msg["derive"]):
-            why = self._overflow(out, seed, shape)
+            why = self._overflow(out, seed, shape, msg["derive"])
             if why:
                 return {**self._answer(), "skip": why}
         return self._answer(inputs=self._share(inputs), expected=self._share(out))
 
-    def _overflow(self, out, seed: int, shape: dict | None) -> str | None:
-        """:func:`.derived_checks.overflow` of ``out``, the reference on the seed's own inputs
-        computed once per seed and shape."""
+    def _overflow(self, out, seed: int, shape: dict | None, desc: dict) -> str | None:
+        """:func:`.derived_checks.overflow` of ``out``, the reference on the derived input
+        ``desc``, with the reference on the seed's own inputs computed once per seed and
+        shape."""
         from .compare import nonfinite
         from .derived_checks import overflow
 
@@ -229,7 +230,7 @@ class _Referee:
                 self.base_nonfinite[key] = nonfinite(self._reference(seed, shape, seed))[0]
             return self.base_nonfinite[key]
 
-        return overflow(out, base)
+        return overflow(out, base, desc)
 
     def expected(self, msg: dict) -> dict:
         shape = msg.get("shape")

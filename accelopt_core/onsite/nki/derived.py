@@ -64,7 +64,7 @@ class LocalReference:
                 self.base[seed] = nonfinite(self.harness.reference(*clone(base_inputs)))[0]
             return self.base[seed]
 
-        why = derived_checks.overflow(out, base)
+        why = derived_checks.overflow(out, base, desc)
         if why:
             raise derived_checks.Unusable(why)
         return None, inputs, out
