@@ -481,7 +481,7 @@ def search_line(metrics: Mapping[str, Any] | None) -> str | None:
 
 def search_lines(metrics: Mapping[str, Any] | None) -> list[str]:
     """:func:`search_line`, then ``counterexample: x 3×5 = [[...]]: max abs error ...`` and
-    ``examples tried: a, b, c`` (every name); ``[]`` without a search."""
+    ``examples tried: a · b · c`` (every name); ``[]`` without a search."""
     line = search_line(metrics)
     search = derived_search(metrics)
     if line is None or search is None:
@@ -490,16 +490,16 @@ def search_lines(metrics: Mapping[str, Any] | None) -> list[str]:
     if search["counterexample"]:
         lines.append(f"counterexample: {search['counterexample']}")
     if search["examples"]:
-        lines.append("examples tried: " + ", ".join(search["examples"]))
+        lines.append("examples tried: " + " · ".join(search["examples"]))
     return lines
 
 
 def derived_detail_lines(metrics: Mapping[str, Any] | None) -> list[str]:
     """The derived inputs one by one: ``checked: x[1] 64→63, x + 512 (offset) (x: 16×63)``,
-    ``skipped: x column-major: the baseline is wrong on it: ...``, ``left to the search: x ×
-    -250, x permuted (1, 0): not checked on every candidate: ...`` (derivations with the same
-    reason on one line), then :func:`search_lines`; ``[]`` without
-    ``metrics["derived_inputs"]``."""
+    ``skipped: x column-major: the baseline is wrong on it: ...``, ``left to the search (not
+    checked on every candidate: ...): x × -250 · x permuted (1, 0)`` (derivations with the
+    same reason on one line, :func:`deferred_lines`), then :func:`search_lines`; ``[]``
+    without ``metrics["derived_inputs"]``."""
     used, skipped = derived_rows(metrics)
     lines = [f"checked: {name}" + (f" ({inputs})" if inputs else "") for name, inputs in used]
     lines += [f"skipped: {name}: {why}" for name, why in skipped]
@@ -507,11 +507,12 @@ def derived_detail_lines(metrics: Mapping[str, Any] | None) -> list[str]:
 
 
 def deferred_lines(metrics: Mapping[str, Any] | None) -> list[str]:
-    """``left to the search: x × -250 (sign-flipped scale), x permuted (1, 0): not checked on
-    every candidate: ...``, one line per reason (:func:`grouped_reasons`), every name whole;
-    ``[]`` when nothing was left to the search."""
+    """``left to the search (not checked on every candidate: ...): x × -250 (sign-flipped
+    scale) · x permuted (1, 0)``, one line per reason (:func:`grouped_reasons`), the reason
+    first and every name whole (names hold commas, so `` · `` parts them); ``[]`` when nothing
+    was left to the search."""
     return [
-        f"left to the search: {', '.join(names)}: {why}"
+        f"left to the search ({why}): {' · '.join(names)}"
         for names, why in grouped_reasons(derived_deferred(metrics))
     ]
 

@@ -83,7 +83,7 @@ def _shapes_markdown(metrics: Mapping[str, Any]) -> list[str]:
         lines.append(f"- checked on {code(name)}" + (f" ({code(inputs)})" if inputs else ""))
     lines += [f"- skipped {code(name)}: {escape(why)}" for name, why in skipped]
     for names, why in devicefacts.grouped_reasons(devicefacts.derived_deferred(metrics)):
-        lines.append(f"- left to the search: {', '.join(code(n) for n in names)}: {escape(why)}")
+        lines.append(f"- left to the search ({escape(why)}): " + ", ".join(code(n) for n in names))
     search = devicefacts.derived_search(metrics)
     line = devicefacts.search_line(metrics)
     if search is not None and line:

@@ -179,12 +179,12 @@ def test_deferred_derivations_and_the_search_are_counted_and_listed() -> None:
     assert lines[4:] == [
         "skipped: x column-major: the baseline raises",
         # the same reason reads once, with every name it covers
-        f"left to the search: x × -63.4 (sign-flipped scale), x permuted (1, 0): {BUDGET_WHY}",
-        "left to the search: x on a grid of 0.25 (grid ties): not checked on every candidate: "
-        "its call alone costs 31% of an evaluation",
+        f"left to the search ({BUDGET_WHY}): x × -63.4 (sign-flipped scale) · x permuted (1, 0)",
+        "left to the search (not checked on every candidate: its call alone costs 31% of an "
+        "evaluation): x on a grid of 0.25 (grid ties)",
         "search (seed 1234): 37 examples tried, 35 usable, 12 of 40 checked calls; no disagreement "
         "with the baseline (2.1 s)",
-        "examples tried: x 3×5 (ties), x 16×64 (subnormals)",
+        "examples tried: x 3×5 (ties) · x 16×64 (subnormals)",
     ]
 
 

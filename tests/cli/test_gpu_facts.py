@@ -222,11 +222,11 @@ def test_profile_text_counts_by_class_and_lists_what_was_left_to_the_search() ->
     lines = out_buf.getvalue().splitlines()
     assert f"{SUMMARY} · 3 left to the search" in lines
     assert (
-        f"  left to the search: x × -63.4 (sign-flipped scale), x permuted (1, 0): {BUDGET_WHY}"
+        f"  left to the search ({BUDGET_WHY}): x × -63.4 (sign-flipped scale) · x permuted (1, 0)"
         in lines
     )
     assert any(line.startswith(f"  {SEARCHED}") for line in lines)
-    assert "  examples tried: x 3×5 (ties), x 16×64 (subnormals)" in lines
+    assert "  examples tried: x 3×5 (ties) · x 16×64 (subnormals)" in lines
 
 
 def test_optimize_lists_the_baseline_s_deferred_derivations_and_the_best_s_search() -> None:
@@ -244,7 +244,7 @@ def test_optimize_lists_the_baseline_s_deferred_derivations_and_the_best_s_searc
     lines = out_buf.getvalue().splitlines()
     assert f"inputs: {SUMMARY} · 3 left to the search (every candidate)" in lines
     assert (
-        f"  left to the search: x × -63.4 (sign-flipped scale), x permuted (1, 0): {BUDGET_WHY}"
+        f"  left to the search ({BUDGET_WHY}): x × -63.4 (sign-flipped scale) · x permuted (1, 0)"
         in lines
     )
     profile = lines[lines.index("best candidate's profile:") :]
@@ -260,8 +260,12 @@ def test_a_long_list_reads_whole_in_a_log() -> None:
     narrow = Console(file=buf, width=80)  # a pipe: not a terminal
     report, kf = _report(ok_result(metrics))
     render.print_search_report(narrow, narrow, report, kf, "softmax_kernel", str(SOFTMAX))
-    assert f"  left to the search: {', '.join(names)}: {BUDGET_WHY}" in buf.getvalue().splitlines()
+    assert (
+        f"  left to the search ({BUDGET_WHY}): {' · '.join(names)}" in buf.getvalue().splitlines()
+    )
     assert f"inputs: {SUMMARY} · 30 left to the search (every candidate)" in buf.getvalue()
     buf = io.StringIO()
     render.print_profile(Console(file=buf, width=80), narrow, ok_result(metrics), "softmax.py")
-    assert f"  left to the search: {', '.join(names)}: {BUDGET_WHY}" in buf.getvalue().splitlines()
+    assert (
+        f"  left to the search ({BUDGET_WHY}): {' · '.join(names)}" in buf.getvalue().splitlines()
+    )

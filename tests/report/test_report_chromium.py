@@ -107,16 +107,17 @@ def test_the_selected_candidate_shows_its_derived_checks_and_the_search(tmp_path
     details = section(text, 'id="details"', "Failures by stage")
     node = next(n for n in view["nodes"] if n["id"] == report["candidates"][0]["id"])
     assert f"<p>{node['derived']['summary']}</p>" in details
-    assert (
-        f"left to the search: x × -63.4 (sign-flipped scale), x permuted (1, 0): {BUDGET_WHY}"
-        in details
+    # the reason once, then each name it covers as an item of its own (names hold commas)
+    assert f"left to the search ({BUDGET_WHY}):<ul><li>x × -63.4 (sign-flipped scale)</li>" in (
+        details
     )
+    assert "<li>x permuted (1, 0)</li></ul>" in details
     assert "<h4>property-based search</h4>" in details
     assert "search (seed 1234): 37 examples tried, 35 usable, 12 of 40 checked calls" in details
     assert (
         "counterexample: x 2×2 = [[0.0, -0.0], [1e-45, inf]]: max abs error 3.0 &lt;img" in details
     )
-    assert "examples tried: x 3×5 (ties), x 16×64 (subnormals)" in details
+    assert "examples tried: x 3×5 (ties) · x 16×64 (subnormals)" in details
     assert "<img src=" not in details
 
 

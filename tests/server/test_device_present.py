@@ -116,10 +116,10 @@ def test_hover_lists_every_deferred_derivation_and_the_search_with_its_counterex
     text = device_present.device_markdown(ok_result(searched_metrics(FOUND)), "softmax_kernel")
     assert f"**Inputs:** {escape(SUMMARY)} · 3 left to the search" in text
     assert (
-        "- left to the search: `x × -63.4 (sign-flipped scale)`, `x permuted (1, 0)`: "
-        + escape(BUDGET_WHY)
+        f"- left to the search ({escape(BUDGET_WHY)}): `x × -63.4 (sign-flipped scale)`, "
+        "`x permuted (1, 0)`"
     ) in text
-    assert "- left to the search: `x on a grid of 0.25 (grid ties)`: not checked on" in text
+    assert "of an evaluation): `x on a grid of 0.25 (grid ties)`" in text
     assert f"- {escape(SEARCH_LINE)}" in text
     # the counterexample verbatim in a code span, whatever it holds
     assert f"  - counterexample: `` {FOUND} ``" in text

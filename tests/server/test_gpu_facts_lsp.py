@@ -104,8 +104,8 @@ async def test_lens_hover_and_diagnostics_show_the_gpu_facts(lsp: LspSession) ->
     assert profile_tip.splitlines()[1].startswith(search)
     text = (await lsp.hover(uri, line, col)).contents.value
     assert (
-        "- left to the search: `x × -63.4 (sign-flipped scale)`, `x permuted (1, 0)`: "
-        + escape(BUDGET_WHY)
+        f"- left to the search ({escape(BUDGET_WHY)}): `x × -63.4 (sign-flipped scale)`, "
+        "`x permuted (1, 0)`"
     ) in text
     assert f"  - counterexample: `{found}`" in text
     assert "  - examples tried: `x 3×5 (ties)`, `x 16×64 (subnormals)`" in text

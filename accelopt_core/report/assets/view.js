@@ -385,13 +385,13 @@
       if (d.summary) box.append(el('p', { text: d.summary }));
       const items = (d.checked || []).map(([name, inputs]) => el('li', { text: `checked: ${name}${inputs ? ` (${inputs})` : ''}` }))
         .concat((d.skipped || []).map(([name, why]) => el('li', { class: 'muted', text: `skipped: ${name}: ${why}` })))
-        .concat((d.deferred_groups || []).map(([names, why]) => el('li', { class: 'muted', text: `left to the search: ${names.join(', ')}: ${why}` })));
+        .concat((d.deferred_groups || []).map(([names, why]) => el('li', { class: 'muted' }, `left to the search (${why}):`, el('ul', {}, names.map((name) => el('li', { text: name }))))));
       if (items.length) box.append(el('ul', {}, items));
       const s = d.search;
       if (s && d.search_line) {
         box.append(el('h4', { text: 'property-based search' }), el('p', { text: d.search_line }));
         if (s.counterexample) box.append(el('pre', { class: 'wrap', text: `counterexample: ${s.counterexample}` }));
-        if ((s.examples || []).length) box.append(el('p', { class: 'muted', text: `examples tried: ${s.examples.join(', ')}` }));
+        if ((s.examples || []).length) box.append(el('p', { class: 'muted', text: `examples tried: ${s.examples.join(' · ')}` }));
       }
     }
     if ((n.gpu || []).length) box.append(el('h4', { text: 'device facts' }), el('pre', { class: 'wrap', text: n.gpu.join('\n') }));
