@@ -180,6 +180,20 @@ class EvaluationSettings(_Model):
         "faster than the baseline is evaluated again, and rejected (implausible speedup) if "
         "it stands.",
     )
+    counterexample_search: bool = Field(
+        True,
+        description="Before a candidate faster than its parent or the baseline is ranked, "
+        "written or remembered as a positive experience, search for an input on which it "
+        "disagrees with the baseline (Hypothesis: seeded, shrinking, at most twice one "
+        "evaluation's checked calls); false turns the search off.",
+    )
+    search_seed: int = Field(
+        1234,
+        ge=0,
+        le=2**32 - 1,
+        description="Seed of the counterexample search: the same seed, harness and candidate "
+        "draw the same examples (the seed is in every report and message).",
+    )
     sizes: str = Field(
         "auto",
         description="The harness's module-level sizes (batch_size, dim, ...; KernelBench "

@@ -62,6 +62,7 @@ def cache_key(request: EvalRequest, fingerprint: str) -> str:
         # checked decide it too
         "gpu": request.gpu,
         "derived_inputs": request.derived_inputs,
+        "derived_probe": getattr(request, "derived_probe", None),  # issue 52: the search's
         "sizes": getattr(request, "sizes", None) or None,  # issue 24: scaled / pinned sizes
         # issue 53: the modules the gate allows besides its own list
         "allow_modules": sorted(getattr(request, "allow_modules", None) or []) or None,

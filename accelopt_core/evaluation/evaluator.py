@@ -95,6 +95,7 @@ class Evaluator:
         sizes: SizePlan | None = None,
         derived_inputs: list[dict] | None = None,
         timing_round: bool = False,
+        derived_probe: list[dict] | None = None,
     ) -> EvalRequest:
         """The request the settings describe (seeds 1..N, warm-up/rep ms, timeout, memory
         limit, the peak table of :func:`accelopt_core.onsite.judge.roofline.peak_table`), with the
@@ -102,11 +103,16 @@ class Evaluator:
         ``sizes`` under the setting ``evaluation.sizes`` (issue 24).
 
         ``timing_round``: a round of a re-timing (:meth:`time_again`): seed 1 only and no
-        derived inputs, whatever ``derived_inputs`` says."""
+        derived inputs, whatever ``derived_inputs`` says. ``derived_probe``: the property-based
+        search's examples (issue 52): seed 1 only, no timing, no compile stage, no derived
+        inputs besides them."""
         ev = self.settings.evaluation
         seeds = list(range(1, ev.seeds + 1))
-        if timing_round:
+        timing, gpu = self.timing, self.settings.gpu_name
+        if timing_round or derived_probe is not None:
             seeds, derived_inputs = seeds[:1], []
+        if derived_probe is not None:
+            timing, gpu = "none", None
         project = context.request_fields() if context is not None else {}
         harness = original_source
         if context is not None and context.harness_source is not None:
@@ -125,12 +131,13 @@ class Evaluator:
             timeout_s=ev.timeout_s,
             memory_limit_mb=ev.memory_limit_mb,
             peaks=self._peaks,
-            timing=self.timing,  # type: ignore[arg-type]
+            timing=timing,  # type: ignore[arg-type]
             source_name=source_name,
             sizes=sizes.request_field(ev.sizes) if sizes is not None else {},
             derived_inputs=derived_inputs,
-            gpu=self.settings.gpu_name,  # issue 21: None when the setting is "none"
+            gpu=gpu,  # issue 21: None when the setting is "none"
             allow_modules=list(self.settings.gate.allow_modules),  # issue 53
+            derived_probe=derived_probe,
         )
 
     async def evaluate(
@@ -148,6 +155,7 @@ class Evaluator:
         sizes: SizePlan | None = None,
         derived_inputs: list[dict] | None = None,
         timing_round: bool = False,
+        derived_probe: list[dict] | None = None,
     ) -> EvalResult:
         """Evaluate ``candidate_source`` against the harness of ``original_source``.
 
@@ -174,6 +182,9 @@ class Evaluator:
                 parse it again.
             timing_round: a round of a re-timing (:meth:`time_again`): correctness on seed 1
                 of each shape only and no derived inputs.
+            derived_probe: issue 52's examples to probe
+                (:attr:`~accelopt_core.onsite.protocol.EvalRequest.derived_probe`): their
+                verdicts come back in ``metrics["derived_probe"]``.
 
         The gate's verdict on a source is kept: re-timing a candidate does not gate it again.
 
@@ -200,6 +211,7 @@ class Evaluator:
             sizes=sizes,
             derived_inputs=derived_inputs,
             timing_round=timing_round,
+            derived_probe=derived_probe,
         )
         return await self._run(request, use_cache=use_cache)
 

@@ -152,6 +152,12 @@ class EvalRequest:
         allow_modules: issue 53. Modules a candidate may import besides the original's, the
             kernel stack and the side-effect-free ones (the setting ``gate.allowModules``;
             :mod:`.gate.stack`): the target's gate allows them as the host's does.
+        derived_probe: issue 52. A list of derived-input descriptors (the property-based
+            search's examples, :mod:`accelopt_core.evaluation.counterexample`): check the
+            evaluated code on each and report one verdict per descriptor in
+            ``metrics["derived_probe"]`` (:func:`.judge.derived_checks.probe`), never failing
+            the evaluation for them. Probe requests are correctness only (seed 1, no timing,
+            no compile stage). None: no probe.
     """
 
     candidate_source: str
@@ -176,6 +182,7 @@ class EvalRequest:
     gpu: str | None = "H100 SXM5"
     sizes: dict[str, Any] = field(default_factory=dict)
     allow_modules: list[str] = field(default_factory=list)
+    derived_probe: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form, the worker's stdin."""

@@ -58,6 +58,8 @@ class Candidate:
         ignored_by_timing: it differs from its parent only in launch parameters its timing
             mode ignores (:func:`launch_only_change` under ``interpreter``/``simulated``
             timing): it counts as equal to its parent (never an improvement nor a regression).
+        searched: True once the counterexample search (issue 52,
+            :meth:`~accelopt_core.search.trials.Trials.falsify`) ran on it.
         ab_ratios: child/parent latency ratio of each re-timing round (< 1: the child won).
         call: the transcript call (executor or fixer) whose reply it is
             (:attr:`~accelopt_core.proposers.CallRecord.n`), None without one.
@@ -80,6 +82,7 @@ class Candidate:
     fixed: bool = False
     confirmed: bool = False
     ignored_by_timing: bool = False
+    searched: bool = False
     ab_ratios: list[float] = field(default_factory=list)
     call: int | None = None
     tree: ast.Module | None = field(default=None, repr=False, compare=False)
@@ -161,6 +164,7 @@ class Candidate:
             "retimed": self.retimed,
             "confirmed": self.confirmed,
             "ignored_by_timing": self.ignored_by_timing,
+            "searched": self.searched,
             "ab_ratios": list(self.ab_ratios),
             "tokens": self.tokens,
             "fixed": self.fixed,
@@ -192,6 +196,7 @@ class Candidate:
             # Records written before issue 10 ranked only re-timed, confirmed steps.
             confirmed=bool(data.get("confirmed", data.get("rank") is not None)),
             ignored_by_timing=bool(data.get("ignored_by_timing", False)),
+            searched=bool(data.get("searched", False)),
             ab_ratios=[float(r) for r in data.get("ab_ratios") or []],
             call=data.get("call"),
         )

@@ -14,6 +14,7 @@ import asyncio
 from typing import Any
 
 from accelopt_core.devicefacts import before_after
+from accelopt_core.evaluation.counterexample import SEARCH_RULE
 from accelopt_core.kernelfile import KernelInfo, source_fingerprint
 from accelopt_core.onsite.judge.derived_checks import DERIVED_RULE
 from accelopt_core.proposers import Plan, Proposer
@@ -31,10 +32,11 @@ MAX_HACK_MESSAGE = 300
 def caught_rule(cand: Candidate) -> str | None:
     """The trust rule that caught ``cand`` (``EvalResult.rule`` of a ``rejected`` result, e.g.
     ``"timing inconsistent"``, or of an ``incorrect`` one wrong on a derived input: ``"wrong
-    on derived input x + 532 (offset)"``, issue 29), or None when the judge did not catch it."""
+    on derived input x + 532 (offset)"``, issue 29, or on one the counterexample search found:
+    ``"wrong on an input found by search"``, issue 52), or None when the judge did not catch it."""
     result = cand.result
     rule = (result.rule or "").strip()
-    if result.status == "incorrect" and rule.startswith(DERIVED_RULE):
+    if result.status == "incorrect" and rule.startswith((DERIVED_RULE, SEARCH_RULE)):
         return rule
     return rule if result.status == "rejected" and rule else None
 

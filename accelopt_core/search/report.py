@@ -94,6 +94,7 @@ PHASE_WORDS = {
     "load": "loading",
     "correctness": "correctness",
     "derived_inputs": "derived inputs",
+    "derived_probe": "search examples",
     "compile_stage_wait": "compile stage",
     "timing": "timing",
     "gpu_facts": "GPU facts",

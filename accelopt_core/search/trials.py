@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Awaitable
 from typing import Any
 
+from accelopt_core.evaluation.counterexample import Falsifier, Space
 from accelopt_core.evaluation.derived import used_inputs
 from accelopt_core.kernelfile import KernelFile
 from accelopt_core.kernelfile.workload import eval_keywords
@@ -77,6 +78,7 @@ class Trials:
         self._events = events
         self.seen: dict[str, Candidate] = {}
         self.baseline: Candidate | None = None
+        self._falsifier: Falsifier | None = None  # issue 52, once the baseline is known
 
     @property
     def _where(self) -> dict:
@@ -130,6 +132,7 @@ class Trials:
         self._tally.evaluated += 1
         await self._check_plausible(cand)
         self._mark_ignored_change(cand)
+        await self.falsify(cand)
         self.set_speedup(cand)
         if not cand.result.ok:
             self._tally.record(FailedCandidate.of_candidate(cand))
@@ -199,6 +202,72 @@ class Trials:
                 "(evaluation.maxInterpreterSpeedup)"
             ),
         )
+
+    def _search_settings(self) -> tuple[bool, int, int]:
+        """``(on, seed, seeds)`` from ``evaluation.counterexampleSearch`` / ``searchSeed`` /
+        ``seeds`` (an evaluator without settings: off)."""
+        evaluation = getattr(getattr(self._evaluator, "settings", None), "evaluation", None)
+        if evaluation is None:
+            return False, 0, 1
+        return (
+            bool(evaluation.counterexample_search),
+            int(evaluation.search_seed),
+            int(evaluation.seeds),
+        )
+
+    def _falsifier_for_search(self) -> Falsifier | None:
+        """The search's :class:`~accelopt_core.evaluation.counterexample.Falsifier`, made once
+        from the baseline's result (None: off, or no space to draw from)."""
+        on, seed, seeds = self._search_settings()
+        if not on or self.baseline is None:
+            return None
+        if self._falsifier is None:
+            space = Space.of(self.baseline.result)
+            if space is None:
+                return None
+            found = self.baseline.result.metrics.get("derived_inputs") or {}
+            deferred = [d for d in found.get("deferred") or [] if isinstance(d, dict)]
+            calls = seeds + len(used_inputs(self.baseline.result))  # one evaluation's checks
+            self._falsifier = Falsifier(
+                self._probe, self._original.source, space, deferred=deferred, seed=seed,
+                budget=2 * calls,
+            )  # fmt: skip
+        return self._falsifier
+
+    async def _probe(self, source: str, examples: list[dict]) -> list[dict]:
+        """The judge's verdicts of ``source`` on ``examples`` (a probe request, issue 52);
+        every example ``unusable`` when the request failed before probing them."""
+        where = eval_keywords(self._original)
+        result = await self._evaluator.evaluate(
+            self._original.source, source, self._entry, derived_probe=examples, **where
+        )
+        found = (result.metrics or {}).get("derived_probe")
+        if isinstance(found, list) and len(found) == len(examples):
+            return [v if isinstance(v, dict) else {"verdict": "unusable"} for v in found]
+        why = f"the probe's evaluation ended {result.status}: {result.message}"[:300]
+        return [{"verdict": "unusable", "why": why} for _ in examples]
+
+    async def falsify(self, cand: Candidate) -> None:
+        """Issue 52: before an ok candidate faster than its parent or the baseline can be
+        ranked, written or remembered as a positive experience, search it for an input on
+        which it disagrees with the baseline
+        (:class:`~accelopt_core.evaluation.counterexample.Falsifier`); a counterexample makes
+        its result ``incorrect`` (rule ``wrong on an input found by search``). Once per
+        candidate (``cand.searched``); a no-op for the baseline and with the search off."""
+        if cand.searched or not cand.result.ok or cand.parent_id is None:
+            return
+        parent = self.parent_of(cand)
+        latency = cand.result.latency_ms
+        faster = latency is not None and any(
+            other is not None and other.result.ok and other.latency_ms and latency < other.latency_ms
+            for other in (parent, self.baseline)
+        )  # fmt: skip
+        falsifier = self._falsifier_for_search() if faster else None
+        if falsifier is None:
+            return
+        cand.searched = True
+        outcome = await falsifier.search(cand.source)
+        cand.result = falsifier.refute(cand.result, outcome)
 
     def _mark_ignored_change(self, cand: Candidate) -> None:
         """Mark ``cand`` ``ignored_by_timing`` when its timing mode ignores launch parameters

@@ -33,6 +33,7 @@ has its own, in process). Standard library only.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from ..runtime.failures import Failure
@@ -69,7 +70,49 @@ def clean_plan(plan) -> dict:
             for s in skipped[:64]
             if isinstance(s, dict)
         ],
+        "signature": _clean_signature(plan.get("signature")),
+        "symbols": _clean_symbols(plan.get("symbols")),
     }
+
+
+def _clean_signature(raw) -> list[dict]:
+    """The plan's ``signature`` (:func:`.derived_inputs.signature`) as checked data."""
+    out = []
+    for row in raw[:64] if isinstance(raw, list) else []:
+        if not isinstance(row, dict):
+            return []
+        shape = row.get("shape")
+        clean = {
+            "name": str(row.get("name"))[:40],
+            "kind": str(row.get("kind"))[:10],
+            "floating": row.get("floating") is True,
+        }
+        if isinstance(row.get("dtype"), str):
+            clean["dtype"] = row["dtype"][:20]
+        if isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape[:8]):
+            clean["shape"] = shape[:8]
+        out.append(clean)
+    return out
+
+
+def _clean_symbols(raw) -> list[dict]:
+    """The plan's ``symbols`` (:func:`.derived_inputs.searchable_symbols`) as checked data."""
+    out = []
+    for row in raw[:8] if isinstance(raw, list) else []:
+        dims = row.get("dims") if isinstance(row, dict) else None
+        ok = (
+            isinstance(dims, list)
+            and type(row.get("length")) is int
+            and all(
+                isinstance(d, list) and len(d) == 2 and all(type(x) is int for x in d)
+                for d in dims[:64]
+            )
+        )
+        if ok:
+            out.append(
+                {"symbol": str(row.get("symbol"))[:20], "length": row["length"], "dims": dims[:64]}
+            )
+    return out
 
 
 def overflow(out, base_nonfinite: Callable[[], int], desc: dict | None = None) -> str | None:
@@ -151,16 +194,29 @@ def derived_seeds(listed, shape: dict | None) -> set[int]:
     }
 
 
-def find_usable(ref, check: Callable, torch, seeds: list[int], shape: dict | None) -> dict:
+def find_usable(
+    ref, check: Callable, torch, seeds: list[int], shape: dict | None, budget_s: float | None = None
+) -> dict:
     """Baseline mode (module docstring): the derived inputs planned from the first seed's
     inputs (of ``shape``, a ``BENCH["shapes"]`` entry, or None), checked on the evaluated code
     in three phases (:class:`_Finder`): slots of a shape and a value part (split into their
     parts when the code is not correct on one), then each layout alone, last (a baseline that
     assumes a contiguous output writes past it on a padded input: an interpreter's heap can be
     corrupted, so nothing else is checked after it), then each usable layout merged into a used
-    slot (kept apart when that fails). Returns ``{"used": [...], "skipped": [...]}``. Never
-    raises Failure: a harness error while deriving skips everything with its message; a crash
-    or hang of the evaluated code skips the derived input it happened on and the ones after."""
+    slot (kept apart when that fails).
+
+    Issue 52's budget: at most :data:`.derived_inputs.MAX_CHECKED` derived inputs are checked
+    here, and of the usable ones every candidate is checked on those that fit ``budget_s``
+    (the judge's seconds for them: a share of the evaluation, :data:`.derived_inputs.
+    BUDGET_SHARE`, plus the seeds they replace), in plan order, by the cost measured here; the
+    others are ``deferred``, each with why, and left to the property-based search (never
+    dropped silently). None: no budget.
+
+    Returns ``{"used": [...], "skipped": [...], "deferred": [descriptor + "why", ...],
+    "space": {...}}`` (``space``: what the search draws from, :class:`accelopt_core.
+    evaluation.counterexample.Space`). Never raises Failure: a harness error while deriving
+    skips everything with its message; a crash or hang of the evaluated code skips the derived
+    input it happened on and the ones after."""
     seed = seeds[0] if seeds else 1
     try:
         plan = ref.derived_plan(seed, shape)
@@ -170,11 +226,37 @@ def find_usable(ref, check: Callable, torch, seeds: list[int], shape: dict | Non
     finder = _Finder(ref, check, torch, shape, list(plan["skipped"]))
     by_kind = {k: [p for p in plan["derived"] if derived_inputs.kind(p) == k] for k in _KINDS}
     slots = derived_inputs.combine(by_kind["shape"], by_kind["values"], [])
-    seeds_of = iter(slot_seeds(list(seeds) or [1], len(slots) + len(by_kind["layout"])))
+    layouts = by_kind["layout"]
+    limit = derived_inputs.MAX_CHECKED
+    n_layouts = min(len(layouts), max(limit // 2, limit - len(slots)))
+    slots, later = slots[: limit - n_layouts], slots[limit - n_layouts :]
+    layouts, later = layouts[:n_layouts], later + layouts[n_layouts:]
+    why = (
+        f"not checked on every candidate: more than {limit} derived inputs; left to the "
+        "property-based search"
+    )
+    deferred = [dict(d, why=why) for d in later]
+    seeds_of = iter(slot_seeds(list(seeds) or [1], len(slots) + len(layouts)))
     finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in slots])
-    layouts = finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in by_kind["layout"]])
+    layouts = finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in layouts])
     finder.merge(layouts)
-    return {"used": finder.used, "skipped": finder.skipped}
+    used, over = finder.within(budget_s)
+    if over:
+        spent = sum(finder.cost.get(id(d), 0.0) for d in used)
+        why = (
+            f"not checked on every candidate: the derived checks' budget "
+            f"({derived_inputs.BUDGET_SHARE:.0%} of an evaluation and the seeds they replace, "
+            f"{budget_s:.2f} s; {spent:.2f} s used) binds; left to the property-based search"
+        )
+        deferred = [dict(d, why=why) for d in over] + deferred
+    space = {
+        "signature": plan["signature"],
+        "symbols": plan["symbols"],
+        "parts": plan["derived"],
+        "seed": slot_seeds(list(seeds) or [1], 1)[0],
+        "shape": shape,
+    }
+    return {"used": used, "skipped": finder.skipped, "deferred": deferred, "space": space}
 
 
 _KINDS = ("shape", "values", "layout")
@@ -190,12 +272,29 @@ class _Finder:
         self.used: list[dict] = []
         self.skipped = skipped
         self.dead = False
+        self.cost: dict[int, float] = {}  # id(descriptor) -> s of its passing check
+
+    def within(self, budget_s: float | None) -> tuple[list[dict], list[dict]]:
+        """``(kept, over)``: :attr:`used` in order while their measured cost fits
+        ``budget_s`` (the first one always), and the rest."""
+        if budget_s is None:
+            return list(self.used), []
+        kept: list[dict] = []
+        total = 0.0
+        for k, desc in enumerate(self.used):
+            total += self.cost.get(id(desc), 0.0)
+            if kept and total > budget_s:
+                return kept, self.used[k:]
+            kept.append(desc)
+        return kept, []
 
     def _on(self, desc: dict) -> str | None:
         """None when the code is correct on ``desc``; else why not (and :attr:`dead` set when
         its process is gone)."""
+        t0 = time.perf_counter()
         found = _baseline_on(self.ref, desc, self.check, self.torch)
         if found is None:
+            self.cost[id(desc)] = time.perf_counter() - t0
             return None
         self.dead = found[1]
         return found[0]
@@ -228,16 +327,17 @@ class _Finder:
             if self.dead:
                 self.skipped.append(_skip(part, _ENDED))
                 continue
-            why = self._on(dict(part, **extra))
+            alone = dict(part, **extra)
+            why = self._on(alone)
             if why is None:
-                good.append(part)
+                good.append(alone)
             else:
                 self.skipped.append(_skip(part, why))
         if len(good) > 1 and not self.dead:
-            again = dict(derived_inputs.combined(good), **extra)
+            again = dict(derived_inputs.combined([_part(p) for p in good]), **extra)
             if self._on(again) is None:
                 return [again]
-        return [dict(p, **extra) for p in good]
+        return good
 
     def merge(self, layouts: list[dict]) -> None:
         """Merge each usable layout into a used slot without one (the merged slot checked on
@@ -325,3 +425,91 @@ def _which_part(ref, slot: dict, check: Callable, torch, failure: Failure) -> Fa
         except Failure as alone:
             return _named(alone, desc)
     return failure
+
+
+#: A probed example's verdicts (:func:`probe`).
+PROBE_VERDICTS = ("ok", "unusable", "wrong", "fails", "not run")
+
+
+def probe(ref, check: Callable, torch, listed: list, n_inputs: int | None = None) -> list[dict]:
+    """Probe mode (issue 52's search): check the evaluated code on each descriptor of
+    ``listed`` and report, never raise, one verdict per descriptor, in order: ``{"verdict":
+    "ok" | "unusable" | "wrong" | "fails" | "not run", "why": str}``; for ``wrong`` and
+    ``fails`` also ``"shown"``, the inputs as :func:`shown_inputs` writes them. ``unusable``:
+    malformed, or the reference cannot run (or is not finite) on it; ``not run``: the
+    evaluated code's process ended on an earlier one."""
+    out: list[dict] = []
+    dead = False
+    for raw in listed:
+        desc = derived_inputs.checked(raw, n_inputs if n_inputs is not None else 1 << 16)
+        if dead:
+            out.append({"verdict": "not run", "why": _ENDED})
+            continue
+        if desc is None:
+            out.append({"verdict": "unusable", "why": "malformed derived-input descriptor"})
+            continue
+        seed = int(desc.get("seed") or 1)
+        try:
+            seg, inputs, expected = ref.derived_case(seed, desc.get("shape"), desc, torch)
+        except Unusable as exc:
+            out.append({"verdict": "unusable", "why": str(exc)[:_MAX_WHY]})
+            continue
+        try:
+            check((seed, seg, inputs, expected), _where(desc))
+        except Failure as failure:
+            status = failure.result.get("status")
+            verdict = "wrong" if status == "incorrect" else "fails"
+            why = str(failure.result.get("message") or status)
+            where = _where(desc)
+            why = why[len(where) + 2 :] if why.startswith(f"{where}: ") else why
+            why = why.replace(f" (on {where})", "")[:_MAX_WHY]
+            shown = shown_inputs(inputs, desc.get("names") or [])
+            out.append({"verdict": verdict, "why": why, "status": status, "shown": shown})
+            dead = _dead(failure)
+            continue
+        finally:
+            ref.discard(seg)
+        out.append({"verdict": "ok", "why": ""})
+    return out
+
+
+#: Most elements written out per input in a counterexample; larger inputs are described by
+#: shape, strides and their values' range.
+SHOWN_ELEMENTS = 48
+
+
+def shown_inputs(inputs, names: list[str]) -> str:
+    """The inputs of a counterexample as a person reads them: ``x 3×5 = [[0.5, -1, ...], ...]``
+    for a small tensor (4 significant digits), ``x 64×80, strides (1, 64), values in [-3.1,
+    2.9]`` for a larger one, ``n = 5`` for a number."""
+    from .compare import is_tensor
+
+    parts = []
+    for i, x in enumerate(inputs):
+        name = names[i] if i < len(names) and names[i] else f"arg{i}"
+        if is_tensor(x):
+            parts.append(f"{name} {_tensor_text(x)}")
+        elif isinstance(x, (int, float)) and not isinstance(x, bool):
+            parts.append(f"{name} = {x:g}")
+    return "; ".join(parts)
+
+
+def _tensor_text(x) -> str:
+    dims = "×".join(str(int(n)) for n in x.shape) or "scalar"
+    t = x.detach().cpu()
+    contiguous = t.is_contiguous() and t.storage_offset() == 0
+    layout = "" if contiguous else f", strides {tuple(int(s) for s in t.stride())}"
+    if t.storage_offset():
+        layout += f", storage offset {int(t.storage_offset())}"
+    values = t.double() if t.is_floating_point() else t.long()
+    if t.numel() <= SHOWN_ELEMENTS:
+        return f"{dims}{layout} = {_nested(values.tolist())}"
+    if t.numel() == 0:
+        return f"{dims}{layout} (empty)"
+    return f"{dims}{layout}, values in [{float(values.min()):.4g}, {float(values.max()):.4g}]"
+
+
+def _nested(value) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_nested(v) for v in value) + "]"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -21,21 +21,24 @@ layout. Standard library at module level.
 
 from __future__ import annotations
 
+import math
+
 from . import derived, derived_layouts, derived_values
 from .compare import is_array, is_tensor
 
 #: Most parts in one slot (a shape, a value part, a layout), and most slots, accepted from a
 #: request.
 MAX_PARTS = 3
-#: Most slots derived per harness (checked calls per candidate); the value parts and layouts
-#: past it are skipped with a reason. Six holds the first floating input's 4 value parts and
-#: two more (``large`` and ``offset`` of a second input; ``large`` of a second and a third, as
-#: a layer norm's weight and bias): with 8 (all 4 of a second input), a candidate's
-#: evaluation of examples/triton/rmsnorm.py cost 27 % more than without derived inputs, past
-#: issue 29's 20 % (benchmarks/README.md, "Derived inputs").
-MAX_SLOTS = 6
+#: Most derived inputs (slots and layouts) the baseline's evaluation checks; the parts past it
+#: are not checked on every candidate but left to the property-based search (issue 52), named
+#: in ``deferred``. Which of the checked ones every candidate is checked on is decided by the
+#: cost budget (:data:`BUDGET_SHARE`, :func:`.derived_checks.find_usable`).
+MAX_CHECKED = 16
+#: The derived checks of a candidate cost at most this share of its evaluation (issue 52,
+#: item 4: 20 %), besides the correctness seeds they replace.
+BUDGET_SHARE = 0.2
 #: The order of the value parts of the inputs after the first floating one (the data): the
-#: kinds that catch most first, so that :data:`MAX_SLOTS` cuts the least telling ones.
+#: kinds that catch most first, so that a budget cuts the least telling ones.
 _LATER_ORDER = ("large", "offset", "tiny", "outliers")
 MAX_DESCRIPTORS = 64
 
@@ -46,8 +49,8 @@ def kind(desc: dict) -> str:
 
 
 def parts(desc: dict) -> list[dict]:
-    """The parts of a descriptor: its ``parts``, or itself."""
-    return list(desc["parts"]) if kind(desc) == "combined" else [desc]
+    """The parts of a descriptor: its ``parts`` (a slot, a drawn example), or itself."""
+    return list(desc["parts"]) if kind(desc) in ("combined", "drawn") else [desc]
 
 
 def plan(inputs: tuple, names: list[str] | None, *, values=None, shapes: bool = True,
@@ -74,11 +77,46 @@ def plan(inputs: tuple, names: list[str] | None, *, values=None, shapes: bool = 
     if layouts and torch is not None:
         layout_parts, why = derived_layouts.plan_layouts(inputs, names, torch)
         skipped += why
-    value_parts, cut = _capped(_ordered(value_parts))
-    layout_parts, cut_layouts = _capped(layout_parts)
-    why = f"not derived: at most {MAX_SLOTS} derived inputs are checked per harness"
-    skipped += [{"name": p["name"], "why": why} for p in cut + cut_layouts]
-    return {"derived": shape_parts + value_parts + layout_parts, "skipped": skipped}
+    value_parts = _ordered(value_parts)
+    return {
+        "derived": shape_parts + value_parts + layout_parts,
+        "skipped": skipped,
+        "signature": signature(inputs, names),
+        "symbols": searchable_symbols(inputs, names) if shapes else [],
+    }
+
+
+def signature(inputs: tuple, names: list[str]) -> list[dict]:
+    """What the property-based search (issue 52) needs to know of each input, as JSON:
+    ``{"name", "kind": "tensor" | "array" | "int" | "float" | "other", "dtype", "shape",
+    "floating"}`` (``dtype`` / ``shape`` for tensors and arrays only)."""
+    out = []
+    for name, x in zip(names, inputs, strict=False):
+        row: dict = {"name": name, "kind": "other", "floating": False}
+        if is_tensor(x) or is_array(x):
+            row["kind"] = "tensor" if is_tensor(x) else "array"
+            row["dtype"] = derived_values.dtype_name(x)
+            row["shape"] = [int(n) for n in x.shape]
+            row["floating"] = row["dtype"] in derived_values.VALUE_TARGETS
+        elif isinstance(x, bool):
+            row["kind"] = "other"
+        elif isinstance(x, int):
+            row["kind"] = "int"
+        elif isinstance(x, float):
+            row["kind"] = "float"
+        out.append(row)
+    return out
+
+
+def searchable_symbols(inputs: tuple, names: list[str]) -> list[dict]:
+    """The size symbols (:func:`.derived.symbols`) a derivation may change: those no ``int``
+    input equals (a size argument), at most :data:`.derived.MAX_SYMBOLS`."""
+    found = [
+        s
+        for s in derived.symbols(inputs)
+        if derived._size_argument(inputs, names, s["length"]) is None
+    ]
+    return found[: derived.MAX_SYMBOLS]
 
 
 def _ordered(value_parts: list[dict]) -> list[dict]:
@@ -91,11 +129,6 @@ def _ordered(value_parts: list[dict]) -> list[dict]:
     ops = list(_LATER_ORDER) + [p["op"] for p in value_parts if p["op"] not in _LATER_ORDER]
     rest.sort(key=lambda p: (ops.index(p["op"]), p["input"]))  # stable: the planner's order
     return [p for p in value_parts if p["input"] == first] + rest
-
-
-def _capped(found: list[dict]) -> tuple[list[dict], list[dict]]:
-    """``(the first MAX_SLOTS, the rest)``."""
-    return found[:MAX_SLOTS], found[MAX_SLOTS:]
 
 
 def combine(shape_parts: list[dict], value_parts: list[dict], layout_parts: list[dict]) -> list:
@@ -128,7 +161,7 @@ def apply(inputs: tuple, desc: dict, torch) -> tuple:
     (:func:`.derived_values.apply_values`), then its layout
     (:func:`.derived_layouts.apply_layout`). Raises ValueError when a part does not fit the
     inputs (the harness's inputs changed since the descriptor was made)."""
-    ordered = sorted(parts(desc), key=lambda p: ("shape", "values", "layout").index(kind(p)))
+    ordered = sorted(parts(desc), key=lambda p: _APPLY_ORDER.index(kind(p)))
     out = tuple(inputs)
     for part in ordered:
         if kind(part) == "shape":
@@ -138,7 +171,9 @@ def apply(inputs: tuple, desc: dict, torch) -> tuple:
         if index >= len(out):
             raise ValueError(f"input #{index} does not exist ({len(out)} inputs)")
         new = list(out)
-        if kind(part) == "values":
+        if kind(part) == "data":
+            new[index] = apply_data(out[index], part, torch)
+        elif kind(part) == "values":
             new[index] = derived_values.apply_values(out[index], part)
         else:
             new[index] = derived_layouts.apply_layout(out[index], part, torch)
@@ -148,7 +183,74 @@ def apply(inputs: tuple, desc: dict, torch) -> tuple:
 
 def has_values(desc: dict) -> bool:
     """True when ``desc`` changes values (the reference must then stay finite on it)."""
-    return any(kind(p) == "values" for p in parts(desc))
+    return any(kind(p) in ("values", "data") for p in parts(desc))
+
+
+#: The order in which a slot's parts apply: shapes make contiguous copies, data replaces the
+#: values of the resized input, value derivations transform them, a layout stores them.
+_APPLY_ORDER = ("shape", "data", "values", "layout")
+#: Most elements a ``data`` part (issue 52's search: values drawn by Hypothesis) carries.
+MAX_DATA = 256
+#: Most parts of a ``drawn`` example: a shape per size symbol, one data or value part and one
+#: layout per input.
+MAX_DRAWN_PARTS = 24
+
+
+def apply_data(x, part: dict, torch):
+    """``x`` (a torch tensor) with its values replaced by ``part["data"]`` (a flat list of
+    numbers, row-major, as many as ``x`` has elements): a new contiguous tensor of ``x``'s
+    shape, dtype and device (a leaf that requires grad when ``x`` does). Raises ValueError
+    when ``x`` is no torch tensor or the counts differ."""
+    data = part.get("data")
+    if not is_tensor(x) or not isinstance(data, list):
+        raise ValueError(f"input #{part.get('input')} is no torch tensor to hold drawn values")
+    if len(data) != x.numel():
+        raise ValueError(
+            f"input #{part.get('input')} has {x.numel()} elements, the drawn values {len(data)}"
+        )
+    out = torch.tensor(data, dtype=torch.float64).to(dtype=x.dtype, device=x.device)
+    out = out.reshape(tuple(x.shape)).contiguous()
+    return out.requires_grad_(True) if x.requires_grad else out
+
+
+def _checked_data(desc: dict, n_inputs: int) -> dict | None:
+    index, data = desc.get("input"), desc.get("data")
+    if type(index) is not int or not 0 <= index < n_inputs or not isinstance(data, list):
+        return None
+    ok = len(data) <= MAX_DATA and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in data
+    )
+    if not ok:
+        return None
+    out = {k: str(desc.get(k) or "")[:200] for k in ("name", "inputs")}
+    return dict(out, kind="data", input=index, data=[float(v) for v in data])
+
+
+def drawn(name: str, found: list[dict], names: list[str] | None = None) -> dict:
+    """The descriptor of one example of the property-based search (issue 52): several parts
+    (a shape per size symbol, per input one data or value part and one layout), applied in
+    :data:`_APPLY_ORDER`; ``names`` are the inputs' names (for the counterexample's text)."""
+    out = {"kind": "drawn", "name": name, "inputs": "", "parts": list(found)}
+    if names:
+        out["names"] = [str(n)[:40] for n in names]
+    return out
+
+
+def _checked_drawn(desc: dict, n_inputs: int) -> dict | None:
+    raw = desc.get("parts")
+    if not isinstance(raw, list) or len(raw) > MAX_DRAWN_PARTS:
+        return None
+    found = [_checked_one(p, n_inputs) for p in raw]
+    if any(p is None for p in found):
+        return None
+    symbols = [p["symbol"] for p in found if kind(p) == "shape"]
+    valued = [p["input"] for p in found if kind(p) in ("values", "data")]
+    laid = [p["input"] for p in found if kind(p) == "layout"]
+    if any(len(set(x)) != len(x) for x in (symbols, valued, laid)):
+        return None
+    names = desc.get("names")
+    names = [str(n)[:40] for n in names[:64]] if isinstance(names, list) else None
+    return drawn(str(desc.get("name") or "")[:200], found, names)
 
 
 def shape_only(desc: dict) -> bool:
@@ -164,6 +266,8 @@ def _checked_one(desc, n_inputs: int) -> dict | None:
         return dict(found, kind="shape") if found else None
     if kind(desc) == "layout":
         return derived_layouts.checked_layout(desc, n_inputs)
+    if kind(desc) == "data":
+        return _checked_data(desc, n_inputs)
     return derived_values.checked_part(desc, n_inputs)
 
 
@@ -173,9 +277,12 @@ def checked(desc, n_inputs: int) -> dict | None:
     than one shape, value part or layout in a slot, more than :data:`MAX_PARTS` parts."""
     if not isinstance(desc, dict):
         return None
-    out = (
-        _checked_one(desc, n_inputs) if kind(desc) != "combined" else _checked_slot(desc, n_inputs)
-    )
+    if kind(desc) == "drawn":
+        out = _checked_drawn(desc, n_inputs)
+    elif kind(desc) == "combined":
+        out = _checked_slot(desc, n_inputs)
+    else:
+        out = _checked_one(desc, n_inputs)
     if out is not None:
         for key in ("seed", "shape"):
             if key in desc:

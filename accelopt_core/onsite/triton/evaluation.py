@@ -318,6 +318,12 @@ def _run(
         found["seconds"] = round(time.perf_counter() - t0, 3)  # their cost, the judge's clock
         result.setdefault("metrics", {})["derived_inputs"] = found
         clock.mark("derived_inputs")
+    probed = req.get("derived_probe")
+    if isinstance(probed, list):  # issue 52: the search's examples, one verdict each
+        found = derived_checks.probe(ref, check, stack.torch, probed)
+        result.setdefault("metrics", {})["derived_probe"] = found
+        clock.mark("derived_probe")
+        return result
     if stage is not None:  # the compile stage is done before the timed calls (issue 21)
         stage.settle(ctx["deadline"])
         clock.mark("compile_stage_wait")
@@ -328,11 +334,25 @@ def _run(
         t0 = time.perf_counter()
         shape = (ref.shapes or [None])[0]
         seeds = list(req.get("seeds") or [1])
-        found = derived_checks.find_usable(ref, check, stack.torch, seeds, shape)
+        checks = len(seeds) * max(1, len(ref.shapes or [None]))  # plain seed checks made
+        budget_s = derived_budget(clock, checks, len(seeds) - 1)
+        found = derived_checks.find_usable(ref, check, stack.torch, seeds, shape, budget_s)
         found["seconds"] = round(time.perf_counter() - t0, 3)
         result.setdefault("metrics", {})["derived_inputs"] = found
         clock.mark("derived_inputs")
     return result
+
+
+def derived_budget(clock: PhaseClock, checks: int, replaced: int) -> float:
+    """The seconds a candidate's derived checks may cost (issue 52, item 4):
+    :data:`.judge.derived_inputs.BUDGET_SHARE` of the evaluation so far (loading, correctness,
+    timing, on the judge's clock) plus the ``replaced`` plain seed checks they stand in for
+    (each as long as the mean of the ``checks`` correctness checks made)."""
+    from ..judge.derived_inputs import BUDGET_SHARE
+
+    spent = sum(clock.spent.values())
+    per_seed = clock.spent.get("correctness", 0.0) / max(1, checks)
+    return BUDGET_SHARE * spent + per_seed * max(0, replaced)
 
 
 def _timed(req: dict, stack: Stack, ref: Reference, cand: Candidate, result: dict) -> dict:

@@ -1,0 +1,469 @@
+"""The property-based search for a counterexample (issue 52; DESIGN.md, "Derived inputs").
+
+Every candidate is checked on the derived inputs its baseline is correct on, a fixed list. A
+candidate faster than its parent or the baseline is about to matter: it may be written by
+``--write``, offered first in the editor, or kept as a positive experience. Before that,
+:class:`Falsifier` searches for an input on which it disagrees with the baseline, with
+`Hypothesis <https://hypothesis.readthedocs.io>`_ (its ``hypothesis.extra.numpy`` strategies for
+drawn values), composing the classes the judge derives (``metrics["derived_inputs"]["space"]``
+of the baseline's result, :func:`accelopt_core.onsite.judge.derived_checks.find_usable`) with
+the harness's shapes:
+
+- a length per size symbol (``d0 = 16`` becomes 1..20: small ones first, so a shrunk
+  counterexample is small);
+- per floating input: its own values, a value derivation of the judge (its number with either
+  sign), or values drawn element by element (``arrays``) when the input is small enough
+  (:data:`~accelopt_core.onsite.judge.derived_inputs.MAX_DATA` elements);
+- per input of 2 or more dimensions: contiguous, or a layout of the judge (another order of
+  the dimensions where the judge's space has one).
+
+Each example is one ``drawn`` descriptor (:func:`~accelopt_core.onsite.judge.derived_inputs.
+drawn`) the target applies to the seed's inputs as it applies any derived input: the worker
+imports no Hypothesis. The classes a budget left out of every candidate's checks
+(``deferred``) are explicit examples, tried first.
+
+**The oracle.** An example counts only where the reference runs on it (finite where it changes
+values) and the *baseline* is correct on it, as for every derived input; the baseline's
+verdicts are probed once per search (the same seed draws the same examples for every
+candidate) and kept.
+
+**Bounded.** At most :attr:`Falsifier.budget` checked calls per candidate: twice one
+evaluation's checked calls (its correctness seeds and derived inputs). Three quarters go to the
+examples drawn (probed in one request), the rest to shrinking: a disagreement is shrunk by Hypothesis,
+each smaller example probed on the baseline and the candidate (one call each), until the budget
+is spent; the smallest disagreement verified is the one reported.
+
+**Seeded and reproducible.** The seed (``evaluation.searchSeed``) is in the message and in
+``metrics["derived_inputs"]["search"]``; the same seed, harness and candidate find the same
+example. A disagreement makes the candidate ``incorrect`` with :data:`SEARCH_RULE` and the
+shrunk input in the message (``wrong on an input found by search, seed 1234: x 3×5 = [[...]]:
+max abs error ...``), which the fixer reads and the memory keeps as a negative experience.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelopt_core.onsite.judge import derived_inputs
+from accelopt_core.onsite.protocol import EvalResult
+
+__all__ = ["SEARCH_RULE", "Falsifier", "SearchOutcome", "Space"]
+
+#: ``EvalResult.rule`` of a candidate the search caught (status ``incorrect``).
+SEARCH_RULE = "wrong on an input found by search"
+#: Sign factors applied to a judge's value derivation (both signs of every shift and scale).
+_SIGNS = (1.0, -1.0)
+#: Value ops whose number may change sign meaningfully (scale, shift, outlier magnitude).
+_SIGNED_OPS = frozenset(
+    {"large", "tiny", "offset", "outliers", "scale", "shift", "near_limit", "subnormal"}
+)
+#: Least examples drawn, whatever the budget.
+MIN_EXAMPLES = 4
+#: Names of examples kept in the outcome (the report shows them).
+KEPT_NAMES = 5
+#: One Hypothesis run at a time in this process (its engine keeps per-thread state; searches
+#: of concurrent candidates wait for each other rather than interleave).
+_HYPOTHESIS = threading.Lock()
+
+Probe = Callable[[str, list[dict]], Awaitable[list[dict]]]
+
+
+@dataclass
+class SearchOutcome:
+    """What the search did for one candidate (``metrics["derived_inputs"]["search"]``).
+
+    Attributes:
+        seed: Hypothesis's seed.
+        tried: distinct examples drawn (explicit and generated, shrinking included).
+        usable: of those, the ones the baseline is correct on (the only ones that count).
+        budget: the most checked calls the candidate was allowed.
+        calls: checked calls the candidate's search made.
+        seconds: wall time of the search (s).
+        counterexample: the reason a person and the fixer read, or None.
+        examples: the names of the first examples drawn.
+        skipped: why no search ran (no space, an NKI kernel, ...), or None.
+    """
+
+    seed: int
+    tried: int = 0
+    usable: int = 0
+    budget: int = 0
+    calls: int = 0
+    seconds: float = 0.0
+    counterexample: str | None = None
+    examples: list[str] = field(default_factory=list)
+    skipped: str | None = None
+
+    def as_metrics(self) -> dict[str, Any]:
+        """The JSON form kept in the result's metrics."""
+        return dataclasses.asdict(self)
+
+
+def _key(example: dict) -> str:
+    return json.dumps(example, sort_keys=True)
+
+
+@dataclass
+class Space:
+    """What can be drawn for one harness: the baseline's ``metrics["derived_inputs"]["space"]``.
+
+    Attributes:
+        signature: per input ``{"name", "kind", "dtype", "shape", "floating"}``.
+        symbols: the size symbols that may change (``{"symbol", "length", "dims"}``).
+        parts: every part the judge derived (templates of value and layout parts).
+        seed: the correctness seed the examples are made from.
+        shape: the ``BENCH["shapes"]`` entry they are made from (None: the harness's own).
+    """
+
+    signature: list[dict]
+    symbols: list[dict]
+    parts: list[dict]
+    seed: int = 1
+    shape: dict | None = None
+
+    @classmethod
+    def of(cls, result: EvalResult | None) -> Space | None:
+        """The space of a baseline's result, or None when it has none (an NKI kernel, a
+        harness without tensors, a judge before issue 52)."""
+        found = ((result.metrics or {}) if result is not None else {}).get("derived_inputs")
+        space = found.get("space") if isinstance(found, dict) else None
+        if not isinstance(space, dict) or not isinstance(space.get("signature"), list):
+            return None
+        signature = [r for r in space["signature"] if isinstance(r, dict)]
+        if not any(r.get("kind") == "tensor" for r in signature):
+            return None
+        seed = space.get("seed")
+        return cls(
+            signature=signature,
+            symbols=[s for s in space.get("symbols") or [] if isinstance(s, dict)],
+            parts=[p for p in space.get("parts") or [] if isinstance(p, dict)],
+            seed=seed if type(seed) is int else 1,
+            shape=space.get("shape") if isinstance(space.get("shape"), dict) else None,
+        )
+
+    @property
+    def names(self) -> list[str]:
+        return [str(r.get("name") or f"arg{i}") for i, r in enumerate(self.signature)]
+
+    def _templates(self, index: int, kind: str) -> list[dict]:
+        return [
+            {k: v for k, v in p.items() if k not in ("seed", "shape", "inputs")}
+            for p in self.parts
+            if derived_inputs.kind(p) == kind and p.get("input") == index
+        ]
+
+    def _shape_after(self, index: int, sizes: dict[str, int]) -> list[int]:
+        shape = list(self.signature[index].get("shape") or [])
+        for sym in self.symbols:
+            for i, d in sym["dims"]:
+                if i == index and d < len(shape):
+                    shape[d] = sizes.get(sym["symbol"], shape[d])
+        return shape
+
+    def example(self, name: str, found: list[dict]) -> dict:
+        """A drawn descriptor of ``found`` parts, made from :attr:`seed` and :attr:`shape`."""
+        out = derived_inputs.drawn(name, found, self.names)
+        return dict(out, seed=self.seed, shape=self.shape)
+
+    def explicit(self, deferred: list[dict]) -> list[dict]:
+        """The parts a budget left out of every candidate's checks, one example each."""
+        out = []
+        for part in deferred:
+            drop = ("seed", "shape", "inputs", "why")
+            clean = {k: v for k, v in part.items() if k not in drop}
+            for p in derived_inputs.parts(clean):
+                p.pop("inputs", None)
+            out.append(self.example(f"deferred: {clean.get('name')}", derived_inputs.parts(clean)))
+        return out
+
+    def strategy(self):
+        """The Hypothesis strategy of one example (module docstring)."""
+        import numpy as np
+        from hypothesis import strategies as st
+        from hypothesis.extra import numpy as hnp
+
+        np_dtypes = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
+
+        @st.composite
+        def draw_example(draw) -> dict:
+            found: list[dict] = []
+            words: list[str] = []
+            sizes: dict[str, int] = {}
+            for sym in self.symbols:
+                n = int(sym["length"])
+                cap = n + max(1, n // 4)
+                to = draw(st.one_of(st.integers(1, min(cap, 6)), st.just(n), st.integers(1, cap)))
+                sizes[sym["symbol"]] = to
+                if to != n:
+                    first_input, first_dim = sym["dims"][0]
+                    found.append(
+                        {
+                            "kind": "shape",
+                            "name": f"{self.names[first_input]}[{first_dim}] {n}→{to}",
+                            "symbol": sym["symbol"],
+                            "from": n,
+                            "to": to,
+                            "inputs": "",
+                            "dims": sym["dims"],
+                        }
+                    )
+            for i, row in enumerate(self.signature):
+                if row.get("kind") != "tensor":
+                    continue
+                name = self.names[i]
+                shape = self._shape_after(i, sizes)
+                numel = int(np.prod(shape)) if shape else 1
+                values = self._templates(i, "values")
+                choices = ["own"] + (["derived"] if values else [])
+                dtype = np_dtypes.get(str(row.get("dtype")))
+                if row.get("floating") and dtype is not None and numel <= derived_inputs.MAX_DATA:
+                    choices.append("drawn")
+                how = draw(st.sampled_from(choices))
+                if how == "derived":
+                    part = dict(draw(st.sampled_from(values)))
+                    sign = draw(st.sampled_from(_SIGNS)) if part.get("op") in _SIGNED_OPS else 1.0
+                    if sign < 0 and isinstance(part.get("value"), (int, float)):
+                        part["value"] = -float(part["value"])
+                        part["name"] = f"{part.get('name')}, sign flipped"
+                    found.append(part)
+                    words.append(str(part.get("name")))
+                elif how == "drawn":
+                    bound = 1e3 if dtype is not np.float16 else 200.0
+                    width = 16 if dtype is np.float16 else 32
+                    elements = st.floats(-bound, bound, allow_nan=False, width=width)
+                    arr = draw(hnp.arrays(dtype, tuple(shape), elements=elements))
+                    data = [float(v) for v in np.asarray(arr, dtype=np.float64).ravel()]
+                    found.append(
+                        {"kind": "data", "input": i, "name": f"{name} drawn", "data": data}
+                    )
+                    words.append(f"{name} drawn values")
+                layouts = self._templates(i, "layout") if len(shape) >= 2 else []
+                if layouts:
+                    lay = draw(st.one_of(st.none(), st.sampled_from(layouts)))
+                    if lay is not None:
+                        lay = dict(lay)
+                        if isinstance(lay.get("perm"), list) and len(lay["perm"]) == len(shape):
+                            lay["perm"] = list(draw(st.permutations(range(len(shape)))))
+                        found.append(lay)
+                        words.append(str(lay.get("name")))
+            shapes = ", ".join(p["name"] for p in found if p["kind"] == "shape")
+            label = "; ".join(w for w in [shapes, *words] if w) or "the seed's own inputs"
+            return self.example(f"search example: {label}", found)
+
+        return draw_example()
+
+
+class _BudgetSpent(Exception):
+    """The shrinking's budget is spent: Hypothesis is made to stop (every later example raises
+    this at once, so it shrinks to its simplest and ends); the smallest disagreement verified
+    so far is the one reported."""
+
+
+class _Disagrees(Exception):
+    """The candidate disagrees with the baseline on an example (Hypothesis shrinks it)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class Falsifier:
+    """Searches candidates for a counterexample against the baseline (module docstring).
+
+    Args:
+        probe: ``await probe(source, examples)``: the judge's verdicts of ``source`` on each
+            example (:func:`accelopt_core.onsite.judge.derived_checks.probe`'s dicts, in
+            order). The baseline's source is probed through it too.
+        baseline_source: the oracle's source.
+        space: what can be drawn (:meth:`Space.of` the baseline's result).
+        deferred: the parts a budget left out of every candidate's checks (explicit examples).
+        seed: Hypothesis's seed (``evaluation.searchSeed``).
+        budget: the most checked calls per candidate (twice one evaluation's, >= 2).
+    """
+
+    def __init__(
+        self,
+        probe: Probe,
+        baseline_source: str,
+        space: Space,
+        *,
+        deferred: list[dict] | None = None,
+        seed: int = 1234,
+        budget: int = 20,
+    ) -> None:
+        self._probe = probe
+        self._baseline_source = baseline_source
+        self.space = space
+        self.seed = int(seed)
+        self.budget = max(2, int(budget))
+        self._explicit = space.explicit(deferred or [])
+        self._baseline: dict[str, dict] = {}  # key -> the baseline's verdict, once per search
+
+    @property
+    def examples_drawn(self) -> int:
+        """Examples drawn at first (explicit ones included): three quarters of the budget,
+        the rest left to shrinking."""
+        return max(MIN_EXAMPLES, self.budget - max(2, self.budget // 4))
+
+    async def search(self, source: str) -> SearchOutcome:
+        """Search ``source`` for a counterexample (module docstring). Never raises for a bad
+        candidate or target: a probe that fails leaves the examples unusable."""
+        loop = asyncio.get_running_loop()
+        start = time.monotonic()
+        outcome = await asyncio.to_thread(self._search, source, loop)
+        outcome.seconds = round(time.monotonic() - start, 3)
+        return outcome
+
+    def _call(self, loop, source: str, examples: list[dict]) -> list[dict]:
+        """The probe, from the search's thread (on the event loop)."""
+        if not examples:
+            return []
+        future = asyncio.run_coroutine_threadsafe(self._probe(source, examples), loop)
+        try:
+            found = future.result()
+        except Exception as exc:  # noqa: BLE001 - a target's failure: no verdict, not a bug
+            why = f"the probe failed: {type(exc).__name__}: {exc}"[:300]
+            return [{"verdict": "unusable", "why": why} for _ in examples]
+        if not isinstance(found, list) or len(found) != len(examples):
+            why = "the target answered no verdict for it"
+            return [{"verdict": "unusable", "why": why} for _ in examples]
+        return found
+
+    def _run(self, test: Callable[[dict], None], shrink: bool) -> None:
+        """``test`` under Hypothesis: the explicit examples, then :attr:`examples_drawn`
+        generated ones, then (``shrink``) shrinking a failure. Raises what ``test`` raised
+        on the smallest failing example."""
+        from hypothesis import HealthCheck, Phase, Verbosity, example, given, settings
+        from hypothesis import seed as seed_of
+
+        phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
+        wrapped = given(self.space.strategy())(test)
+        for ex in self._explicit:
+            wrapped = example(ex)(wrapped)
+        wrapped = settings(
+            max_examples=max(1, self.examples_drawn - len(self._explicit)),
+            database=None,
+            deadline=None,
+            phases=phases,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            verbosity=Verbosity.quiet,
+            derandomize=False,
+        )(wrapped)
+        wrapped = seed_of(self.seed)(wrapped)
+        with _HYPOTHESIS:
+            wrapped()
+
+    def _search(self, source: str, loop) -> SearchOutcome:
+        outcome = SearchOutcome(seed=self.seed, budget=self.budget)
+        drawn: dict[str, dict] = {}
+
+        def record(ex: dict) -> None:
+            drawn.setdefault(_key(ex), ex)
+
+        self._run(record, shrink=False)
+        keys = list(drawn)
+        outcome.examples = [str(drawn[k].get("name"))[:160] for k in keys[:KEPT_NAMES]]
+        unknown = [k for k in keys if k not in self._baseline]
+        for k, verdict in zip(
+            unknown,
+            self._call(loop, self._baseline_source, [drawn[k] for k in unknown]),
+            strict=True,
+        ):
+            self._baseline[k] = verdict
+        usable = [k for k in keys if self._baseline[k].get("verdict") == "ok"]
+        verdicts = dict(
+            zip(usable, self._call(loop, source, [drawn[k] for k in usable]), strict=True)
+        )
+        outcome.calls = len(usable)
+        seen = set(keys)
+        if not any(_bad(v) for v in verdicts.values()):
+            outcome.tried, outcome.usable = len(seen), len(usable)
+            return outcome
+        left = [self.budget - outcome.calls]
+        failing = {k: drawn[k] for k in usable if _bad(verdicts[k])}
+
+        def test(ex: dict) -> None:
+            k = _key(ex)
+            if k not in self._baseline or (
+                self._baseline[k].get("verdict") == "ok" and k not in verdicts
+            ):
+                if left[0] <= 0:
+                    raise _BudgetSpent
+            if k not in self._baseline:
+                left[0] -= 1
+                self._baseline[k] = self._call(loop, self._baseline_source, [ex])[0]
+            seen.add(k)
+            if self._baseline[k].get("verdict") != "ok":
+                return
+            if k not in verdicts:
+                if left[0] <= 0:
+                    raise _BudgetSpent
+                left[0] -= 1
+                verdicts[k] = self._call(loop, source, [ex])[0]
+                outcome.calls += 1
+            if _bad(verdicts[k]):
+                failing[k] = ex
+                raise _Disagrees(k)
+
+        try:
+            self._run(test, shrink=True)
+        except Exception:  # noqa: BLE001 - ours, or Hypothesis's own complaints (flaky, ...)
+            pass
+        found = min(failing, key=lambda k: _size(self.space, failing[k]))
+        outcome.tried = len(seen)
+        outcome.usable = sum(1 for k in seen if self._baseline[k].get("verdict") == "ok")
+        outcome.counterexample = self._message(verdicts[found])
+        return outcome
+
+    def _message(self, verdict: dict) -> str:
+        """``wrong on an input found by search, seed 1234: x 3×5 = [[...]]: <the judge's
+        message>``."""
+        shown = str(verdict.get("shown") or "the drawn inputs")
+        why = str(verdict.get("why") or verdict.get("status") or "disagrees with the baseline")
+        if verdict.get("verdict") == "fails":
+            why = f"fails where the baseline is correct: {why}"
+        return f"{SEARCH_RULE}, seed {self.seed}: {shown}: {why}"
+
+    def refute(self, result: EvalResult, outcome: SearchOutcome) -> EvalResult:
+        """``result`` (the candidate's ok result) with the search's outcome in
+        ``metrics["derived_inputs"]["search"]``; ``incorrect`` with :data:`SEARCH_RULE` when
+        it found a counterexample."""
+        metrics = dict(result.metrics or {})
+        found = metrics.get("derived_inputs")
+        found = dict(found) if isinstance(found, dict) else {}
+        found["search"] = outcome.as_metrics()
+        metrics["derived_inputs"] = found
+        if outcome.counterexample is None:
+            return dataclasses.replace(result, metrics=metrics)
+        return dataclasses.replace(
+            result,
+            status="incorrect",
+            rule=SEARCH_RULE,
+            message=outcome.counterexample,
+            metrics=metrics,
+        )
+
+
+def _size(space: Space, example: dict) -> tuple[int, int]:
+    """How big an example is (the smallest disagreement is reported): the product of its size
+    symbols' lengths, then the length of its JSON."""
+    sizes = {str(s["symbol"]): int(s["length"]) for s in space.symbols}
+    for part in derived_inputs.parts(example):
+        if part.get("kind") == "shape" and part.get("symbol") in sizes:
+            sizes[part["symbol"]] = int(part["to"])
+    total = 1
+    for n in sizes.values():
+        total *= n
+    return total, len(_key(example))
+
+
+def _bad(verdict: dict) -> bool:
+    return verdict.get("verdict") in ("wrong", "fails")
