@@ -209,8 +209,8 @@ def find_usable(
     here, and of the usable ones every candidate is checked on those that fit ``budget_s``
     (the judge's seconds for them: a share of the evaluation, :data:`.derived_inputs.
     BUDGET_SHARE`, plus the seeds they replace), in plan order, by the cost measured here; the
-    others are ``deferred``, each with why, and left to the property-based search (never
-    dropped silently). None: no budget.
+    others are ``deferred``, each with why (the display adds that they are left to the
+    property-based search), never dropped silently. None: no budget.
 
     Returns ``{"used": [...], "skipped": [...], "deferred": [descriptor + "why", ...],
     "space": {...}}`` (``space``: what the search draws from, :class:`accelopt_core.
@@ -231,10 +231,7 @@ def find_usable(
     n_layouts = min(len(layouts), max(limit // 2, limit - len(slots)))
     slots, later = slots[: limit - n_layouts], slots[limit - n_layouts :]
     layouts, later = layouts[:n_layouts], later + layouts[n_layouts:]
-    why = (
-        f"not checked on every candidate: more than {limit} derived inputs; left to the "
-        "property-based search"
-    )
+    why = f"more than {limit} derived inputs for the baseline to check"
     deferred = [dict(d, why=why) for d in later]
     seeds_of = iter(slot_seeds(list(seeds) or [1], len(slots) + len(layouts)))
     finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in slots])
@@ -244,9 +241,8 @@ def find_usable(
     if over:
         spent = sum(finder.cost.get(id(d), 0.0) for d in used)
         why = (
-            f"not checked on every candidate: the derived checks' budget "
-            f"({derived_inputs.BUDGET_SHARE:.0%} of an evaluation and the seeds they replace, "
-            f"{budget_s:.2f} s; {spent:.2f} s used) binds; left to the property-based search"
+            f"the derived checks' budget binds ({derived_inputs.BUDGET_SHARE:.0%} of an "
+            f"evaluation and the seeds they replace: {budget_s:.2f} s, {spent:.2f} s used)"
         )
         deferred = [dict(d, why=why) for d in over] + deferred
     space = {
