@@ -107,6 +107,11 @@ OPS: dict[str, str] = {
 #: Ops whose ``value`` is a count or a period: a whole number in [1, :data:`MAX_COUNT`].
 _COUNT_OPS = ("repeat_extreme", "zeros", "nan", "inf", "int_repeat", "int_empty")
 MAX_COUNT = 1024
+#: Ops that may leave an input as it is (on data already on a grid, with zeros, constant, an
+#: integer input already repeated): the planner compares their result with the input. The
+#: others always change it (a factor other than 1 of non-zero data, a shift, planted values).
+_MAY_CHANGE_NOTHING = ("grid", "constant", "repeat_extreme", "zeros", "int_min", "int_max",
+                       "int_repeat", "int_empty")  # fmt: skip
 #: Ops that plant NaN/Inf: the reference may be non-finite on them (:func:`plants_nonfinite`).
 NONFINITE_OPS = ("nan", "inf")
 #: The derivations of a floating input, in the order they are made: the classes that catch the
@@ -269,10 +274,13 @@ def _int_value(op: str, name: str, x) -> tuple[float | None, str]:
     return float(INT_RUN), f"{name} with empty segments (entries repeated, ends kept)"
 
 
-def value_desc(name: str, index: int, op: str, x) -> tuple[dict | None, str | None]:
+def value_desc(
+    name: str, index: int, op: str, x, found: dict | None = None
+) -> tuple[dict | None, str | None]:
     """The descriptor of value derivation ``op`` (a kind of :data:`FLOAT_PLAN` or of
     :data:`INT_PLAN`, or an op) on input ``x`` (named ``name``, at position ``index``), or ``(None,
-    why)`` when it does not apply to these values."""
+    why)`` when it does not apply to these values. ``found``: ``x``'s :func:`stats`, when the
+    caller has them (one pass over a large input instead of one per op)."""
     if is_integer_input(x):
         real_op = dict(INT_PLAN).get(op, op)
         value, label = _int_value(real_op, name, x)
@@ -280,7 +288,7 @@ def value_desc(name: str, index: int, op: str, x) -> tuple[dict | None, str | No
         return None, f"{dtype_name(x)} input: no value factors for this dtype"
     else:
         real_op = dict(FLOAT_PLAN).get(op, op)
-        value, label = _float_value(op, name, x, stats(x))
+        value, label = _float_value(op, name, x, found if found is not None else stats(x))
     if value is None:
         return None, label
     desc = {"kind": "values", "name": label, "input": index, "op": real_op, "value": value}
@@ -326,8 +334,14 @@ def _host(x, dtype: str):
     import numpy as np
 
     if is_tensor(x):
-        t = x.detach().cpu()
-        x = (t.double() if dtype == "float64" else t.long()).numpy()
+        import torch
+
+        kind = torch.float64 if dtype == "float64" else torch.int64
+        return (
+            x.detach()
+            .to("cpu", dtype=kind, memory_format=torch.contiguous_format, copy=True)
+            .numpy()
+        )
     return np.array(x, dtype=dtype, order="C", copy=True)
 
 
@@ -548,7 +562,11 @@ def finite_or_none(x) -> bool:
     that overflows the dtype makes them inf)."""
     import numpy as np
 
-    return bool(np.isfinite(_float64(x)).all())
+    if is_tensor(x):
+        import torch
+
+        return bool(torch.isfinite(x.detach()).all())
+    return bool(np.isfinite(x).all())
 
 
 def input_text(name: str, x, torch_layout: bool = False) -> str:
@@ -585,8 +603,9 @@ def plan_values(inputs: tuple, names: list[str], values=None) -> tuple[list[dict
             skipped.append({"name": f"{names[i]} values", "why": 'off in BENCH["values"]'})
             continue
         made: list[tuple[str, object]] = []  # an integer input's derived values so far
+        found_stats = stats(x) if plan is FLOAT_PLAN else None
         for kind, _ in plan:
-            desc, why = value_desc(names[i], i, kind, x)
+            desc, why = value_desc(names[i], i, kind, x, found_stats)
             if desc is not None:
                 derived = apply_values(x, desc)
                 why = _unusable_values(x, derived, bounds, desc["op"]) or _repeated(derived, made)
@@ -620,7 +639,7 @@ def _unusable_values(x, derived, bounds, op: str) -> str | None:
         return "overflows its dtype"
     if bounds is not None and not within(derived, bounds):
         return f'leaves BENCH["values"] bounds [{_fmt(bounds[0])}, {_fmt(bounds[1])}]'
-    if same_values(derived, x):
+    if op in _MAY_CHANGE_NOTHING and same_values(derived, x):
         return "changes nothing on these values"
     return None
 
