@@ -357,6 +357,10 @@ class Reference:
         self.backward = backward  # BENCH["backward"]: calls are forward + backward
         self.grad_inputs: list[int] = []  # the inputs that require grad (backward)
         self.sizes: dict = {}  # the reference process's rebound sizes (runtime.sizes)
+        #: Where the judge keeps a case's inputs and reference outputs and checks the
+        #: candidate's (issue 50, item 3): the judge's device (``cuda`` on a GPU), so compare,
+        #: the NaN/Inf count and the mutation check run there.
+        self.device = "cpu"
 
     def _shaped(self, msg: dict) -> dict:
         """``msg`` for the current :attr:`shape` (unchanged without one)."""
@@ -380,15 +384,15 @@ class Reference:
         return segment_value(segment, torch, device, keep, "reference segment: ")
 
     def case(self, seed: int, torch) -> tuple[exchange.Segment, tuple, object]:
-        """``(inputs segment, inputs, reference outputs)`` of ``seed``, both on the CPU; the
-        segment is left open for the candidate (the caller closes it). Raises Failure (the
-        harness's runtime_error, or the process's death)."""
+        """``(inputs segment, inputs, reference outputs)`` of ``seed``, both on
+        :attr:`device`; the segment is left open for the candidate (the caller closes it).
+        Raises Failure (the harness's runtime_error, or the process's death)."""
         self.peer.doing = f"making the inputs and reference of seed {seed} (get_inputs, reference)"
         answer = self._ask({"op": "cases", "seeds": [seed], "expected": True})
         (seg,) = self.segments(answer, "inputs", 1)
         (ref,) = self.segments(answer, "expected", 1)
-        inputs = self.value(seg, torch, keep=True)
-        return seg, tuple(inputs), self.value(ref, torch)
+        inputs = self.value(seg, torch, self.device, keep=True)
+        return seg, tuple(inputs), self.value(ref, torch, self.device)
 
     def inputs(self, seeds: list[int], torch, device: str) -> list[tuple[exchange.Segment, tuple]]:
         """``(segment, inputs on device)`` of each of ``seeds`` (kept by the process for
@@ -399,10 +403,11 @@ class Reference:
         return [(seg, tuple(self.value(seg, torch, device, keep=True))) for seg in segs]
 
     def expected(self, seeds: list[int], torch) -> list:
-        """The reference outputs (CPU) of inputs made earlier by :meth:`inputs`."""
+        """The reference outputs (on :attr:`device`) of inputs made earlier by :meth:`inputs`."""
         self.peer.doing = "computing the references of timed repetitions (reference)"
         answer = self._ask({"op": "expected", "seeds": list(seeds)})
-        return [self.value(seg, torch) for seg in self.segments(answer, "expected", len(seeds))]
+        found = self.segments(answer, "expected", len(seeds))
+        return [self.value(seg, torch, self.device) for seg in found]
 
     def derived_plan(self, seed: int, shape: dict | None) -> dict:
         """The derived inputs of ``seed``'s inputs (of ``BENCH["shapes"]`` entry ``shape``):
@@ -435,8 +440,8 @@ class Reference:
             raise Unusable(str(answer["skip"])[:300])
         (seg,) = self.segments(answer, "inputs", 1)
         (ref,) = self.segments(answer, "expected", 1)
-        inputs = self.value(seg, torch, keep=True)
-        return seg, tuple(inputs), self.value(ref, torch)
+        inputs = self.value(seg, torch, self.device, keep=True)
+        return seg, tuple(inputs), self.value(ref, torch, self.device)
 
     @staticmethod
     def discard(segment: exchange.Segment) -> None:

@@ -162,7 +162,7 @@ def _verify_reps(picks: list[int], seeds: list[int], ref, cand: Candidate, stack
     tensor), protocol violation, the harness's runtime_error."""
     answer = cand.ask({"op": "send", "reps": picks}, "sent")
     sent = segments(answer, "sent", len(picks))
-    outs = [segment_value(seg, stack.torch) for seg in sent]
+    outs = [segment_value(seg, stack.torch, ref.device) for seg in sent]  # checked there
     refs = ref.expected([seeds[i] for i in picks], stack.torch)
     first = None
     for i, out, expected in zip(picks, outs, refs, strict=True):

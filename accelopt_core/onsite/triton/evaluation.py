@@ -208,9 +208,9 @@ def _check_call(
     no_launch(reply["launches"], where)
     if config is None and not derived and ref.shape == (ref.shapes or [None])[0]:
         _keep_kernel_profile(cand, reply.get("kernels"))
-    out = cand.received(reply, "outputs", stack.torch)
+    out = cand.received(reply, "outputs", stack.torch, ref.device)  # checked where they are
     plain_outputs(out, where)
-    after = cand.received(reply, "after", stack.torch)
+    after = cand.received(reply, "after", stack.torch, ref.device)
     if not isinstance(after, tuple) or len(after) != len(inputs):
         raise protocol_violation("the inputs after the call are not the inputs")
     mutated = mutated_input(after, inputs)
@@ -282,6 +282,7 @@ def _run(
     ref = _reference(peer)
     ctx["sizes"] = ref.sizes  # named in every result, failures too (issue 24)
     _init_device(stack, ctx)
+    ref.device = stack.device  # issue 50 (3): cases kept and checked on the judge's device
     _loaded(cand)
     clock.mark("load")  # the reference and candidate processes loaded, CUDA initialised
     first = (req.get("seeds") or [1])[0]
