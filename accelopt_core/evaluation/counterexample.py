@@ -303,7 +303,9 @@ class Falsifier:
         self.space = space
         self.seed = int(seed)
         self.budget = max(2, int(budget))
-        self._explicit = space.explicit(deferred or [])
+        # the deferred classes first, as many as the examples drawn leave room for (the others
+        # may still be drawn: the strategy's templates are every part the judge derived)
+        self._explicit = space.explicit(deferred or [])[: max(1, self.examples_drawn - 1)]
         self._baseline: dict[str, dict] = {}  # key -> the baseline's verdict, once per search
 
     @property

@@ -99,7 +99,10 @@ def test_the_baseline_derives_four_shapes_and_uses_them(run: Run) -> None:
     parts = [p for d in derived["used"] for p in d.get("parts", [d])]
     names = [p["name"] for p in parts if p["kind"] == "shape"]
     assert names == ["x[0] 16→15", "x[0] 16→20", "x[1] 64→63", "x[1] 64→80"]
-    assert len(derived["used"]) == 4  # each shape in a slot with values (issue 29)
+    # each shape in a slot with values (issue 29), within the first MIN_USED slots that the
+    # cost budget never defers (issue 52); more where the budget allows
+    assert len(derived["used"]) >= 4
+    assert all(p["kind"] == "shape" for d in derived["used"][:4] for p in d.get("parts", [d])[:1])
     # the baseline reads and writes with unit column stride: column-major storage and a stride
     # of 0 along the rows (issue 52) are not its business
     skipped = [s["name"] for s in derived["skipped"]]
@@ -137,5 +140,6 @@ def test_dispatch_with_fallback_and_block_tuning_rank(run: Run) -> None:
         assert name in ranked, f"{name} not ranked; failures {run.report['failures']}"
         cand = ranked[name]
         assert cand["correct"] and cand["speedup"] > 1.0
-        assert len(cand["result"]["metrics"]["derived_inputs"]["used"]) == 4  # slots
+        used = cand["result"]["metrics"]["derived_inputs"]["used"]
+        assert len(used) == len(run.report["derived_inputs"]["used"])  # the baseline's slots
     assert not set(run.fixer) & set(LEGITIMATE)

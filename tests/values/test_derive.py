@@ -144,6 +144,8 @@ def test_the_budget_defers_what_does_not_fit_and_says_why() -> None:
     assert finder.within(None) == (finder.used, [])
     kept, over = finder.within(0.1)  # the first is always kept
     assert [d["name"] for d in kept] == ["d0"] and len(over) == 4
+    kept, over = finder.within(0.1, floor=3)  # the floor (MIN_USED) never depends on load
+    assert [d["name"] for d in kept] == ["d0", "d1", "d2"] and len(over) == 2
 
 
 def test_slots_combine_one_shape_one_value_part_one_layout() -> None:

@@ -237,7 +237,7 @@ def find_usable(
     finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in slots])
     layouts = finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in layouts])
     finder.merge(layouts)
-    used, over = finder.within(budget_s)
+    used, over = finder.within(budget_s, max(derived_inputs.MIN_USED, len(seeds) - 1))
     if over:
         spent = sum(finder.cost.get(id(d), 0.0) for d in used)
         why = (
@@ -270,16 +270,17 @@ class _Finder:
         self.dead = False
         self.cost: dict[int, float] = {}  # id(descriptor) -> s of its passing check
 
-    def within(self, budget_s: float | None) -> tuple[list[dict], list[dict]]:
+    def within(self, budget_s: float | None, floor: int = 1) -> tuple[list[dict], list[dict]]:
         """``(kept, over)``: :attr:`used` in order while their measured cost fits
-        ``budget_s`` (the first one always), and the rest."""
+        ``budget_s`` (the first ``floor`` always: the verdicts on them never depend on the
+        machine's load), and the rest."""
         if budget_s is None:
             return list(self.used), []
         kept: list[dict] = []
         total = 0.0
         for k, desc in enumerate(self.used):
             total += self.cost.get(id(desc), 0.0)
-            if kept and total > budget_s:
+            if len(kept) >= floor and total > budget_s:
                 return kept, self.used[k:]
             kept.append(desc)
         return kept, []

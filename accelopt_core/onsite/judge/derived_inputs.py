@@ -34,6 +34,10 @@ MAX_PARTS = 3
 #: in ``deferred``. Which of the checked ones every candidate is checked on is decided by the
 #: cost budget (:data:`BUDGET_SHARE`, :func:`.derived_checks.find_usable`).
 MAX_CHECKED = 16
+#: The first derived inputs every candidate is checked on whatever the budget (at least the
+#: correctness seeds after the first, which they replace): the verdicts on the first value
+#: classes of each kind never depend on a machine's load.
+MIN_USED = 4
 #: The derived checks of a candidate cost at most this share of its evaluation (issue 52,
 #: item 4: 20 %), besides the correctness seeds they replace.
 BUDGET_SHARE = 0.2
@@ -182,8 +186,12 @@ def apply(inputs: tuple, desc: dict, torch) -> tuple:
 
 
 def has_values(desc: dict) -> bool:
-    """True when ``desc`` changes values (the reference must then stay finite on it)."""
-    return any(kind(p) in ("values", "data") for p in parts(desc))
+    """True when ``desc`` changes values (the reference must then stay finite on it): a value
+    part, drawn data, or a layout that repeats values (``expanded``)."""
+    return any(
+        kind(p) in ("values", "data") or (kind(p) == "layout" and derived_layouts.changes_values(p))
+        for p in parts(desc)
+    )
 
 
 #: The order in which a slot's parts apply: shapes make contiguous copies, data replaces the
