@@ -49,8 +49,11 @@ HARNESS_VERSION = "1"
 #: issue 53 "11" (imports by allowlist, and the parts of torch, triton and numpy that load
 #: native code, start processes or touch files and caches denied: a cached ``ok`` of a
 #: candidate that used them must not stand); issue 52 "12" (layouts by principle: every
-#: permutation of the dimensions, a slice along any dimension, a storage offset, stride 0: a
-#: cached ``ok`` of a candidate wrong on one must not stand).
+#: permutation of the dimensions, a slice along any dimension, a storage offset, stride 0;
+#: values by principle: both signs of every scale and shift, ties, zeros, subnormals, near-limit
+#: magnitudes, NaN/inf, integer bounds and empty segments; a cost budget choosing which a
+#: candidate is checked on; a 0-d float output compared, no longer a crash: a cached ``ok`` of
+#: a candidate wrong on one must not stand).
 JUDGE_VERSION = "12"
 
 #: Prefix of the worker's one result line, the last line of its stdout.
@@ -220,7 +223,9 @@ class EvalResult:
             ``implausible speedup``, ``gate: eval``, ...); experiences learned from a caught
             candidate are stored as ``reward-hack: <rule>`` negatives. For ``incorrect``:
             ``wrong on derived input <name>`` when the candidate is wrong on a derived shape,
-            value range or layout (issue 29), also stored as such a negative. None otherwise.
+            value range or layout (issue 29), ``wrong on an input found by search`` when the
+            counterexample search found one (issue 52), each also stored as such a negative.
+            None otherwise.
         judge_version: :data:`JUDGE_VERSION` of the judge that decided this result.
         metrics: profile metrics of a Neuron timing (``neuron-profile`` summary: HBM/SBUF/PSUM
             read/write bytes, spill bytes, hardware FLOPs, engine active-time %, arithmetic
