@@ -85,23 +85,27 @@ def test_softmax_baseline_uses_values_and_the_padded_layout(baselines) -> None:
     values = [p["op"] for p in _parts(found) if p["kind"] == "values"]
     assert kinds.count("shape") == 4 and values[:4] == ["large", "tiny", "offset", "outliers"]
     layouts = [p["name"] for p in _parts(found) if p["kind"] == "layout"]
-    assert layouts == [  # issue 52: each merged into a slot of a shape (no call of its own)
-        "x row-padded",
-        "x at storage offset 1",
-        "x sliced along dim 0",
-        "x expanded along dim 0 (stride 0)",
-    ]
+    # issue 52: each merged into a slot (no call of its own); the first two layouts are always
+    # checked, the others as the baseline's time and the budget allow (else left to the search)
+    assert layouts[0] == "x row-padded"
+    deferred = [p["name"] for d in found["deferred"] for p in d.get("parts", [d])]
+    skipped_names = [s["name"] for s in found["skipped"]]
+    every = ["x row-padded", "x column-major", "x at storage offset 1", "x sliced along dim 0",
+             "x expanded along dim 0 (stride 0)", "x expanded along dim 1 (stride 0)"]  # fmt: skip
+    accounted = layouts + [n for n in deferred + skipped_names if n in every]
+    assert sorted(accounted) == sorted(every)  # each used, skipped or left to the search, once
     # one slot per value part the budget keeps (issue 52), the first four with a shape each
     assert len(found["used"]) >= 4
     seeds = [d["seed"] for d in found["used"]]
     assert seeds == [2, 3] * (len(seeds) // 2) + [2] * (len(seeds) % 2)  # the seeds after the first
     # the baseline reads and writes with unit column stride: column-major storage and a stride
     # of 0 along the rows (issue 52) are not what it supports
-    skip, expanded = found["skipped"]
+    skip = found["skipped"][0]
     assert skip["name"] == "x column-major"
     assert skip["why"].startswith("the baseline is wrong on it: derived input x column-major")
-    assert expanded["name"] == "x expanded along dim 1 (stride 0)"
-    assert expanded["why"].startswith("the baseline is wrong on it: derived input x expanded")
+    expanded = next((s for s in found["skipped"] if "dim 1" in s["name"]), None)
+    if expanded is not None:  # checked when the baseline's time allowed
+        assert expanded["why"].startswith("the baseline is wrong on it: derived input x expanded")
 
 
 def test_a_reference_that_refuses_large_values_skips_them_with_its_reason(baselines) -> None:

@@ -195,7 +195,13 @@ def derived_seeds(listed, shape: dict | None) -> set[int]:
 
 
 def find_usable(
-    ref, check: Callable, torch, seeds: list[int], shape: dict | None, budget_s: float | None = None
+    ref,
+    check: Callable,
+    torch,
+    seeds: list[int],
+    shape: dict | None,
+    budget_s: float | None = None,
+    time_s: float | None = None,
 ) -> dict:
     """Baseline mode (module docstring): the derived inputs planned from the first seed's
     inputs (of ``shape``, a ``BENCH["shapes"]`` entry, or None), checked on the evaluated code
@@ -210,7 +216,9 @@ def find_usable(
     (the judge's seconds for them: a share of the evaluation, :data:`.derived_inputs.
     BUDGET_SHARE`, plus the seeds they replace), in plan order, by the cost measured here; the
     others are ``deferred``, each with why (the display adds that they are left to the
-    property-based search), never dropped silently. None: no budget.
+    property-based search), never dropped silently. ``time_s``: past these seconds the
+    baseline checks no new derived input but the first ones (:data:`.derived_inputs.
+    BASELINE_SHARE`), the rest deferred too. None: no limit. None: no budget.
 
     Returns ``{"used": [...], "skipped": [...], "deferred": [descriptor + "why", ...],
     "space": {...}}`` (``space``: what the search draws from, :class:`accelopt_core.
@@ -234,10 +242,14 @@ def find_usable(
     why = f"more than {limit} derived inputs for the baseline to check"
     deferred = [dict(d, why=why) for d in later]
     seeds_of = iter(slot_seeds(list(seeds) or [1], len(slots) + len(layouts)))
-    finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in slots])
-    layouts = finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in layouts])
+    floor = max(derived_inputs.MIN_USED, len(seeds) - 1)
+    if time_s is not None:  # the baseline's checks take at most a share of its evaluation
+        finder.until = time.monotonic() + time_s
+    finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in slots], floor)
+    layouts = finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in layouts], 2)
     finder.merge(layouts)
-    used, over = finder.within(budget_s, max(derived_inputs.MIN_USED, len(seeds) - 1))
+    deferred = finder.deferred + deferred
+    used, over = finder.within(budget_s, floor)
     if over:
         spent = sum(finder.cost.get(id(d), 0.0) for d in used)
         why = (
@@ -256,6 +268,10 @@ def find_usable(
 
 
 _KINDS = ("shape", "values", "layout")
+_OUT_OF_TIME = (
+    "the baseline's derived checks ran out of time (half the rest of its evaluation, "
+    "derived_inputs.BASELINE_SHARE)"
+)
 _ENDED = "not checked: the baseline's process ended on an earlier derived input"
 
 
@@ -269,6 +285,8 @@ class _Finder:
         self.skipped = skipped
         self.dead = False
         self.cost: dict[int, float] = {}  # id(descriptor) -> s of its passing check
+        self.until: float | None = None  # monotonic s: past it, no new derived input checked
+        self.deferred: list[dict] = []  # not checked: the time ran out (:meth:`run`)
 
     def within(self, budget_s: float | None, floor: int = 1) -> tuple[list[dict], list[dict]]:
         """``(kept, over)``: :attr:`used` in order while their measured cost fits
@@ -296,13 +314,17 @@ class _Finder:
         self.dead = found[1]
         return found[0]
 
-    def run(self, todo: list[dict]) -> list[dict]:
+    def run(self, todo: list[dict], floor: int = 0) -> list[dict]:
         """Check each of ``todo`` (a slot is split when it fails); add the usable ones to
-        :attr:`used` and return them."""
+        :attr:`used` and return them. Past :attr:`until`, the ones after the first ``floor``
+        are not checked but :attr:`deferred`."""
         found: list[dict] = []
         for k, desc in enumerate(todo):
             if self.dead:
                 self.skipped.extend(_skip(other, _ENDED) for other in todo[k:])
+                break
+            if k >= floor and self.until is not None and time.monotonic() > self.until:
+                self.deferred += [dict(d, why=_OUT_OF_TIME) for d in todo[k:]]
                 break
             why = self._on(desc)
             if why is None:

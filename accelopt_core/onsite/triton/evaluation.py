@@ -32,6 +32,7 @@ from ..judge.compare import (
     mutated_input,
     shape_text,
 )
+from ..judge.derived_inputs import BASELINE_SHARE, BUDGET_SHARE
 from ..judge.peers import (
     Candidate,
     ReferencePeer,
@@ -337,7 +338,8 @@ def _run(
         seeds = list(req.get("seeds") or [1])
         checks = len(seeds) * max(1, len(ref.shapes or [None]))  # plain seed checks made
         budget_s = derived_budget(clock, checks, len(seeds) - 1)
-        found = derived_checks.find_usable(ref, check, stack.torch, seeds, shape, budget_s)
+        time_s = BASELINE_SHARE * sum(clock.spent.values())
+        found = derived_checks.find_usable(ref, check, stack.torch, seeds, shape, budget_s, time_s)
         found["seconds"] = round(time.perf_counter() - t0, 3)
         result.setdefault("metrics", {})["derived_inputs"] = found
         clock.mark("derived_inputs")
@@ -349,8 +351,6 @@ def derived_budget(clock: PhaseClock, checks: int, replaced: int) -> float:
     :data:`.judge.derived_inputs.BUDGET_SHARE` of the evaluation so far (loading, correctness,
     timing, on the judge's clock) plus the ``replaced`` plain seed checks they stand in for
     (each as long as the mean of the ``checks`` correctness checks made)."""
-    from ..judge.derived_inputs import BUDGET_SHARE
-
     spent = sum(clock.spent.values())
     per_seed = clock.spent.get("correctness", 0.0) / max(1, checks)
     return BUDGET_SHARE * spent + per_seed * max(0, replaced)
