@@ -267,6 +267,8 @@ RULE_DOCS = {
     "reference process made was swapped.",
     "wrong on derived input": "Status `incorrect`: wrong on a derived shape, value range or "
     "layout the baseline is right on.",
+    "wrong on an input found by search": "Status `incorrect`: the counterexample search found "
+    "an input the baseline is right on and the candidate is not (shrunk, with its seed).",
     "timing inconsistent": "Its timing samples contradict the judge's own clock (wall time, or "
     "the candidate's CPU time under the interpreter).",
     "implausible latency": "A latency under half an interpreter launch, found twice.",
@@ -341,7 +343,8 @@ def verdicts_page() -> str:
             "<rule>` negative experience.\n",
             table(["rule", "what it refuses"], [[f"`{r}`", why] for r, why in gate_rules()]),
             "## The judge's rules\n",
-            "Checks of the candidate's run (status `rejected`, except `wrong on derived input`).\n",
+            "Checks of the candidate's run (status `rejected`, except `wrong on derived input` and "
+            "`wrong on an input found by search`).\n",
             table(
                 ["rule", "what it catches"],
                 [[f"`{r}`", RULE_DOCS.get(r, UNDESCRIBED)] for r in judge_rules()],
