@@ -43,6 +43,7 @@ max abs error ...``), which the fixer reads and the memory keeps as a negative e
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import json
 import threading
@@ -266,6 +267,19 @@ class _BudgetSpent(Exception):
     so far is the one reported."""
 
 
+@dataclass
+class _Link:
+    """What a search's thread needs of the search: the event loop its probes run on, and the
+    event set when the search is cancelled."""
+
+    loop: asyncio.AbstractEventLoop
+    stop: threading.Event
+
+
+class _Stopped(Exception):
+    """The search was cancelled or its event loop stopped: no further probe."""
+
+
 class _Disagrees(Exception):
     """The candidate disagrees with the baseline on an example (Hypothesis shrinks it)."""
 
@@ -319,17 +333,39 @@ class Falsifier:
         candidate or target: a probe that fails leaves the examples unusable."""
         loop = asyncio.get_running_loop()
         start = time.monotonic()
-        outcome = await asyncio.to_thread(self._search, source, loop)
+        stop = threading.Event()  # set when this search is cancelled
+        try:
+            outcome = await asyncio.to_thread(self._search, source, _Link(loop, stop))
+        except BaseException:  # cancelled (or the thread failed): its probes stop at once
+            stop.set()
+            raise
         outcome.seconds = round(time.monotonic() - start, 3)
         return outcome
 
-    def _call(self, loop, source: str, examples: list[dict]) -> list[dict]:
-        """The probe, from the search's thread (on the event loop)."""
+    def _call(self, link: _Link, source: str, examples: list[dict]) -> list[dict]:
+        """The probe, from the search's thread (on the event loop). Raises :class:`_Stopped`
+        once the search was cancelled or its event loop stopped (the thread then ends soon,
+        never blocking the process's exit)."""
         if not examples:
             return []
-        future = asyncio.run_coroutine_threadsafe(self._probe(source, examples), loop)
+        loop = link.loop
+        if link.stop.is_set():
+            raise _Stopped
         try:
-            found = future.result()
+            future = asyncio.run_coroutine_threadsafe(self._probe(source, examples), loop)
+        except RuntimeError:  # the loop is closed
+            raise _Stopped from None
+        try:
+            while True:
+                try:
+                    found = future.result(timeout=1.0)
+                    break
+                except concurrent.futures.TimeoutError:
+                    if link.stop.is_set() or loop.is_closed() or not loop.is_running():
+                        future.cancel()
+                        raise _Stopped from None
+        except _Stopped:
+            raise
         except Exception as exc:  # noqa: BLE001 - a target's failure: no verdict, not a bug
             why = f"the probe failed: {type(exc).__name__}: {exc}"[:300]
             return [{"verdict": "unusable", "why": why} for _ in examples]
@@ -363,7 +399,7 @@ class Falsifier:
         with _HYPOTHESIS:
             wrapped()
 
-    def _search(self, source: str, loop) -> SearchOutcome:
+    def _search(self, source: str, link: _Link) -> SearchOutcome:
         outcome = SearchOutcome(seed=self.seed, budget=self.budget)
         drawn: dict[str, dict] = {}
 
@@ -376,13 +412,13 @@ class Falsifier:
         unknown = [k for k in keys if k not in self._baseline]
         for k, verdict in zip(
             unknown,
-            self._call(loop, self._baseline_source, [drawn[k] for k in unknown]),
+            self._call(link, self._baseline_source, [drawn[k] for k in unknown]),
             strict=True,
         ):
             self._baseline[k] = verdict
         usable = [k for k in keys if self._baseline[k].get("verdict") == "ok"]
         verdicts = dict(
-            zip(usable, self._call(loop, source, [drawn[k] for k in usable]), strict=True)
+            zip(usable, self._call(link, source, [drawn[k] for k in usable]), strict=True)
         )
         outcome.calls = len(usable)
         seen = set(keys)
@@ -401,7 +437,7 @@ class Falsifier:
                     raise _BudgetSpent
             if k not in self._baseline:
                 left[0] -= 1
-                self._baseline[k] = self._call(loop, self._baseline_source, [ex])[0]
+                self._baseline[k] = self._call(link, self._baseline_source, [ex])[0]
             seen.add(k)
             if self._baseline[k].get("verdict") != "ok":
                 return
@@ -409,7 +445,7 @@ class Falsifier:
                 if left[0] <= 0:
                     raise _BudgetSpent
                 left[0] -= 1
-                verdicts[k] = self._call(loop, source, [ex])[0]
+                verdicts[k] = self._call(link, source, [ex])[0]
                 outcome.calls += 1
             if _bad(verdicts[k]):
                 failing[k] = ex
@@ -419,6 +455,8 @@ class Falsifier:
             self._run(test, shrink=True)
         except Exception:  # noqa: BLE001 - ours, or Hypothesis's own complaints (flaky, ...)
             pass
+        if link.stop.is_set():
+            raise _Stopped
         found = min(failing, key=lambda k: _size(self.space, failing[k]))
         outcome.tried = len(seen)
         outcome.usable = sum(1 for k in seen if self._baseline[k].get("verdict") == "ok")

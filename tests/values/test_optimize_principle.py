@@ -1,0 +1,112 @@
+"""Issue 52's layouts end to end, as a user runs it: ``accelopt optimize --json`` (the real CLI)
+on the 3-D ``scale3d`` of tests/values/kernels_layouts.py, the executor served by the scripted
+OpenAI-compatible double (tests/llm_double.py, a TEST DOUBLE for the paid LLM service) with the
+faster rewrites of tests/values/kernels_batched.py.
+
+Three are correct on the harness's contiguous inputs and on the two layouts of issue 29 (a
+padded row, column-major), and faster: each is wrong on one layout class of issue 52 (a
+permutation of the batch and row dimensions, a storage offset, stride 0). None is ranked: each
+is caught on a derived input of its class, or, where the budget left that class to the search,
+by the counterexample search, which tries it first; the fixer reads why and the memory keeps a
+negative. The two legitimate rewrites rank.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from accelopt_core.evaluation.counterexample import SEARCH_RULE
+from accelopt_core.memory import OptimizationMemory
+from accelopt_core.onsite.judge.derived_checks import DERIVED_RULE
+from tests.adversarial.hacks import executor_reply, private_env, run_cli
+from tests.llm_double import TEST_API_KEY, TEST_API_KEY_ENV, LLMDouble, RecordedRequest, text
+from tests.values.kernels_batched import LEGITIMATE, NASTY, name_of
+from tests.values.kernels_layouts import SCALE3D_FILE
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+SETTINGS = {
+    "search": {"fixerAttempts": 1},
+    "evaluation": {"seeds": 3, "warmupMs": 1, "repMs": 5, "timeoutS": 200, "cpuSlots": 2},
+}
+CANDIDATES = {**NASTY, **LEGITIMATE}
+
+
+def _script(req: RecordedRequest) -> str | None:
+    plan = "Title: one program per matrix\nLaunch one program per matrix."
+    rule = "Title: one program per matrix\nRule: fewer, larger programs."
+    return {"planner": plan, "summarizer": rule, "fixer": "I cannot fix this one."}.get(req.role)
+
+
+@dataclass
+class Run:
+    report: dict
+    fixer: dict[str, str]
+    memory: list
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    work = tmp_path_factory.mktemp("layouts-search")
+    (work / "settings.json").write_text(json.dumps({"accelopt": SETTINGS}))
+    kernel = work / "scale3d.py"
+    kernel.write_text(SCALE3D_FILE)
+    env = private_env(work)
+    fixer: dict[str, str] = {}
+    n = str(len(CANDIDATES))
+    with LLMDouble(script=_script) as double:
+        double.queue(*(text(executor_reply(c)) for c in CANDIDATES.values()), role="executor")
+        env[TEST_API_KEY_ENV] = TEST_API_KEY
+        proc = run_cli(
+            "optimize", str(kernel), "--json", "-T", "1", "-B", n, "-N", "1", "-K", n,
+            "--settings", str(work / "settings.json"), "--llm-base-url", double.base_url,
+            "--llm-model", "double-model", "--api-key-env", TEST_API_KEY_ENV,
+            env=env, cwd=work, timeout=1400,
+        )  # fmt: skip
+        for req in double.requests:
+            if req.role == "fixer":
+                prompt = "\n".join(str(m.get("content")) for m in req.messages)
+                fixer[name_of(prompt) or "?"] = prompt
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with OptimizationMemory(work / "memory" / "memory") as memory:
+        experiences = memory.all()
+    return Run(json.loads(proc.stdout), fixer, experiences)
+
+
+def _ranked(run: Run) -> dict[str, dict]:
+    return {name_of(c["source"]): c for c in run.report["candidates"]}
+
+
+def test_no_layout_shortcut_is_ranked(run: Run) -> None:
+    assert not set(_ranked(run)) & set(NASTY), sorted(_ranked(run))
+
+
+@pytest.mark.parametrize("name", sorted(NASTY))
+def test_each_is_caught_and_the_fixer_reads_why(run: Run, name: str) -> None:
+    prompt = run.fixer.get(name)
+    assert prompt is not None, f"{name} never failed (fixer saw {sorted(run.fixer)})"
+    assert f"{DERIVED_RULE} x " in prompt or f"{SEARCH_RULE}, seed 1234: x " in prompt, prompt[
+        -1500:
+    ]
+
+
+def test_each_is_remembered_as_a_negative(run: Run) -> None:
+    caught = {
+        name_of(e.fast_source)
+        for e in run.memory
+        if not e.positive and (e.hack or "").startswith((DERIVED_RULE, SEARCH_RULE))
+    }
+    assert set(NASTY) <= caught, sorted(caught)
+
+
+@pytest.mark.parametrize("name", sorted(LEGITIMATE))
+def test_legitimate_rewrites_rank(run: Run, name: str) -> None:
+    ranked = _ranked(run)
+    assert name in ranked, f"{name} not ranked; failures {run.report.get('failures')}"
+    assert ranked[name]["correct"] and ranked[name]["speedup"] > 1.0
+    search = ranked[name]["result"]["metrics"]["derived_inputs"]["search"]
+    assert search["counterexample"] is None and search["usable"] > 0
+    assert name not in run.fixer
