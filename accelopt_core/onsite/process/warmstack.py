@@ -46,10 +46,6 @@ def preload() -> list[str]:
         except Exception:  # missing, or broken: the child reports it per request
             continue
         done.append(name)
-    if "torch" in done:  # the compile stage's meta inputs (issue 50)
-        from ..triton.metainputs import preimport
-
-        preimport()
     if "triton" in done:
         _preloaded_interpret = os.environ.get("TRITON_INTERPRET") == "1"
         if _preloaded_interpret:

@@ -2,14 +2,11 @@
 a machine that may have none, in a process without ``TRITON_INTERPRET``.
 
 :func:`run_stage` loads the original file's harness and the candidate (:mod:`..runtime.
-loading`), makes the inputs of one seed (and of each ``BENCH["shapes"]`` entry) without their
-data, on torch's ``meta`` device (:mod:`.metainputs`, issue 50: what Triton compiles depends
-on dtypes, shapes, strides, alignment and constexprs, never on values, so the stage's cost
-does not grow with the inputs' size), calls the entry (forward + backward with
+loading`), makes the inputs of one seed (and of each ``BENCH["shapes"]`` entry) on the CPU
+(on the GPU of a CUDA target: :func:`input_device`), calls the entry (forward + backward with
 ``BENCH["backward"]``) with Triton compiling and "launching" for the device
-(:mod:`.capture`), then reads each distinct kernel's facts (:mod:`.facts`). An input set whose
-harness or host code needs values (or launches nothing on ``meta`` tensors) is made for real,
-on the CPU (on the GPU of a CUDA target: :func:`input_device`), as before. Its answer is ``{"gpu": metrics["gpu"]}`` (notes/contracts.md) or
+(:mod:`.capture`), then reads each distinct kernel's facts
+(:mod:`.facts`). Its answer is ``{"gpu": metrics["gpu"]}`` (notes/contracts.md) or
 ``{"failure": result dict}``: status ``incorrect``, message ``does not compile for sm_90
 (H100 SXM5): <Triton's message>`` or ``cannot launch on H100 SXM5 (sm_90): <reason>``, with
 the candidate's line. Anything else that goes wrong (the entry's host code on uninitialised
@@ -122,10 +119,10 @@ def _calls(harness, seed: int) -> list[tuple[str, dict | None]]:
     return [(f"seed {seed}", None)] + [(f"shape {s}", s) for s in shapes[:MAX_SHAPES]]
 
 
-def _call_entry(entry, harness, seed: int | None, inputs, torch) -> None:
-    """One call of the entry on ``inputs`` (forward + backward with ``BENCH["backward"]``, the
-    upstream gradient seeded by ``seed``, all ones for None: a ``meta`` tensor has no
-    generator)."""
+def _call_entry(entry, harness, seed: int, shape: dict | None, torch, device: str = "cpu") -> None:
+    """One call of the entry on inputs made on ``device`` (forward + backward with
+    ``BENCH["backward"]``)."""
+    inputs = harness.get_inputs(seed, device, **(shape or {}))
     if harness.bench.get("backward") is True:
         from ..contestant.backward import forward_backward, leaves
 
@@ -134,41 +131,8 @@ def _call_entry(entry, harness, seed: int | None, inputs, torch) -> None:
         entry(*inputs)
 
 
-def _compile_or_launch(exc: BaseException) -> bool:
-    """True when ``exc`` is a compile or launch failure (:func:`classify` makes it a
-    verdict), False for an error of the entry's own code."""
-    return _launch_reason(exc) is not None or _in_jit(exc)
-
-
-def _call_without_data(entry, harness, seed: int, shape: dict | None, torch, device: str, recorder):
-    """One call of the entry on inputs made without their data
-    (:func:`.metainputs.meta_inputs`); True when it launched a kernel, False when the real
-    inputs are needed instead: the harness cannot make its inputs on ``meta``, the entry's own
-    code raised on them, or it launched nothing. The launches of such a call are forgotten, so
-    the real call's are recorded once (a prewarm child, which skips the launches other
-    processes claimed, never falls back for launching nothing). A compile or launch failure is
-    raised: it does not depend on the values."""
-    from .metainputs import meta_inputs
-
-    inputs = meta_inputs(harness, seed, device, shape, torch)
-    if inputs is None:
-        return False
-    mark = len(recorder.launches)
-    try:
-        _call_entry(entry, harness, None, inputs, torch)
-    except Exception as exc:
-        if _compile_or_launch(exc):
-            raise
-        del recorder.launches[mark:]
-        return False
-    # a prewarm child skips the launches another process claimed: nothing to fall back for
-    return len(recorder.launches) > mark or prewarm.IN_CHILD
-
-
 def input_device(setup: dict) -> str:
-    """The device the stage asks the harness for (``get_inputs(seed, device)``; the inputs
-    are made on ``meta`` all the same, for real there only when they must be:
-    :func:`_one_call`): ``"cuda"`` on a CUDA target, so that the harness
+    """Where the stage makes the inputs: ``"cuda"`` on a CUDA target, so that the harness
     picks the same shapes and Triton's binder sees the same pointers as the timed run (a
     harness may size its inputs by device: the examples make GPU-sized ones on ``"cuda"``);
     ``"cpu"`` elsewhere. The kernels are still only compiled and recorded, never run."""
@@ -187,22 +151,15 @@ def _load(setup: dict):
     return harness, entry
 
 
-def _one_call(
-    entry, harness, seed: int, calls: list, device: str, recorder
-) -> Callable[[int], None]:
-    """``run(i)``: call ``entry`` on input set ``calls[i]``: made without data
-    (:func:`_call_without_data`), else made for real on ``device`` (for
+def _one_call(entry, harness, seed: int, calls: list, device: str) -> Callable[[int], None]:
+    """``run(i)``: call ``entry`` on input set ``calls[i]``, made on ``device`` (for
     :class:`.prewarm.Prewarm`)."""
 
     def run(i: int) -> None:
         import torch
 
-        shape = calls[i][1]
         with torch.no_grad() if not harness.bench.get("backward") else _null():
-            if _call_without_data(entry, harness, seed, shape, torch, device, recorder):
-                return
-            inputs = harness.get_inputs(seed, device, **(shape or {}))
-            _call_entry(entry, harness, seed, inputs, torch)
+            _call_entry(entry, harness, seed, calls[i][1], torch, device)
 
     return run
 
@@ -221,7 +178,7 @@ def _run_entry(
         return None, [f"compile stage: loading failed ({type(exc).__name__}: {exc})"[:400]]
     device = input_device(setup)
     calls = _calls(harness, seed)
-    run = _one_call(entry, harness, seed, calls, device, recorder)
+    run = _one_call(entry, harness, seed, calls, device)
     # on a CUDA target the inputs are made on the GPU: forked children would each need a CUDA
     # context of their own, so the stage's own pass compiles alone there
     with prewarm.Prewarm(len(calls) if device == "cpu" else 1, run) as pool:

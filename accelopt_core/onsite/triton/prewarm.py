@@ -37,11 +37,6 @@ _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.005
 
 
-#: True in a prewarm child: its launches of specializations claimed by another process are
-#: skipped, so that it records none of them (:func:`.compile._call_without_data`).
-IN_CHILD = False
-
-
 def workers(calls: int) -> int:
     """Processes to compile ``calls`` input sets with, the stage included: one per CPU this
     process may use, at most one per input set (1: no child)."""
@@ -164,8 +159,6 @@ def _preimport() -> None:
 def _child(queue_r: int, claims: str, run_one: Callable[[int], None]) -> None:
     """A prewarm process: compile what the input sets taken from the queue launch; never
     returns."""
-    global IN_CHILD
-    IN_CHILD = True
     try:
         _die_with_parent()
         torch = sys.modules.get("torch")
