@@ -297,7 +297,7 @@ class _Finder:
         kept: list[dict] = []
         total = 0.0
         for k, desc in enumerate(self.used):
-            total += self.cost.get(id(desc), 0.0)
+            total += derived_inputs.COST_FACTOR * self.cost.get(id(desc), 0.0)
             if len(kept) >= floor and total > budget_s:
                 return kept, self.used[k:]
             kept.append(desc)
