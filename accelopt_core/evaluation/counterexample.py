@@ -20,7 +20,8 @@ the harness's shapes:
 Each example is one ``drawn`` descriptor (:func:`~accelopt_core.onsite.judge.derived_inputs.
 drawn`) the target applies to the seed's inputs as it applies any derived input: the worker
 imports no Hypothesis. The classes a budget left out of every candidate's checks
-(``deferred``) are explicit examples, tried first.
+(``deferred``) are explicit examples, tried first (a third of the examples drawn at most, so
+that the rest explores).
 
 **The oracle.** An example counts only where the reference runs on it (finite where it changes
 values) and the *baseline* is correct on it, as for every derived input; the baseline's
@@ -317,9 +318,9 @@ class Falsifier:
         self.space = space
         self.seed = int(seed)
         self.budget = max(2, int(budget))
-        # the deferred classes first, as many as the examples drawn leave room for (the others
-        # may still be drawn: the strategy's templates are every part the judge derived)
-        self._explicit = space.explicit(deferred or [])[: max(1, self.examples_drawn - 1)]
+        # the deferred classes first, a third of the examples drawn at most: the rest explores
+        # (the others may still be drawn: the strategy's templates are every part derived)
+        self._explicit = space.explicit(deferred or [])[: max(1, self.examples_drawn // 3)]
         self._baseline: dict[str, dict] = {}  # key -> the baseline's verdict, once per search
 
     @property
