@@ -53,6 +53,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelopt_core.evaluation.counterexample_space import Space
 from accelopt_core.onsite.judge import derived_inputs
 from accelopt_core.onsite.protocol import EvalResult
 
@@ -60,12 +61,6 @@ __all__ = ["SEARCH_RULE", "Falsifier", "SearchOutcome", "Space"]
 
 #: ``EvalResult.rule`` of a candidate the search caught (status ``incorrect``).
 SEARCH_RULE = "wrong on an input found by search"
-#: Sign factors applied to a judge's value derivation (both signs of every shift and scale).
-_SIGNS = (1.0, -1.0)
-#: Value ops whose number may change sign meaningfully (scale, shift, outlier magnitude).
-_SIGNED_OPS = frozenset(
-    {"large", "tiny", "offset", "outliers", "scale", "shift", "near_limit", "subnormal"}
-)
 #: Least examples drawn, whatever the budget.
 MIN_EXAMPLES = 4
 #: Names of examples kept in the outcome (the report shows them).
@@ -112,156 +107,6 @@ def _key(example: dict) -> str:
     return json.dumps(example, sort_keys=True)
 
 
-@dataclass
-class Space:
-    """What can be drawn for one harness: the baseline's ``metrics["derived_inputs"]["space"]``.
-
-    Attributes:
-        signature: per input ``{"name", "kind", "dtype", "shape", "floating"}``.
-        symbols: the size symbols that may change (``{"symbol", "length", "dims"}``).
-        parts: every part the judge derived (templates of value and layout parts).
-        seed: the correctness seed the examples are made from.
-        shape: the ``BENCH["shapes"]`` entry they are made from (None: the harness's own).
-    """
-
-    signature: list[dict]
-    symbols: list[dict]
-    parts: list[dict]
-    seed: int = 1
-    shape: dict | None = None
-
-    @classmethod
-    def of(cls, result: EvalResult | None) -> Space | None:
-        """The space of a baseline's result, or None when it has none (an NKI kernel, a
-        harness without tensors, a judge before issue 52)."""
-        found = ((result.metrics or {}) if result is not None else {}).get("derived_inputs")
-        space = found.get("space") if isinstance(found, dict) else None
-        if not isinstance(space, dict) or not isinstance(space.get("signature"), list):
-            return None
-        signature = [r for r in space["signature"] if isinstance(r, dict)]
-        if not any(r.get("kind") == "tensor" for r in signature):
-            return None
-        seed = space.get("seed")
-        return cls(
-            signature=signature,
-            symbols=[s for s in space.get("symbols") or [] if isinstance(s, dict)],
-            parts=[p for p in space.get("parts") or [] if isinstance(p, dict)],
-            seed=seed if type(seed) is int else 1,
-            shape=space.get("shape") if isinstance(space.get("shape"), dict) else None,
-        )
-
-    @property
-    def names(self) -> list[str]:
-        return [str(r.get("name") or f"arg{i}") for i, r in enumerate(self.signature)]
-
-    def _templates(self, index: int, kind: str) -> list[dict]:
-        return [
-            {k: v for k, v in p.items() if k not in ("seed", "shape", "inputs")}
-            for p in self.parts
-            if derived_inputs.kind(p) == kind and p.get("input") == index
-        ]
-
-    def _shape_after(self, index: int, sizes: dict[str, int]) -> list[int]:
-        shape = list(self.signature[index].get("shape") or [])
-        for sym in self.symbols:
-            for i, d in sym["dims"]:
-                if i == index and d < len(shape):
-                    shape[d] = sizes.get(sym["symbol"], shape[d])
-        return shape
-
-    def example(self, name: str, found: list[dict]) -> dict:
-        """A drawn descriptor of ``found`` parts, made from :attr:`seed` and :attr:`shape`."""
-        out = derived_inputs.drawn(name, found, self.names)
-        return dict(out, seed=self.seed, shape=self.shape)
-
-    def explicit(self, deferred: list[dict]) -> list[dict]:
-        """The parts a budget left out of every candidate's checks, one example each."""
-        out = []
-        for part in deferred:
-            drop = ("seed", "shape", "inputs", "why")
-            clean = {k: v for k, v in part.items() if k not in drop}
-            for p in derived_inputs.parts(clean):
-                p.pop("inputs", None)
-            out.append(self.example(f"deferred: {clean.get('name')}", derived_inputs.parts(clean)))
-        return out
-
-    def strategy(self):
-        """The Hypothesis strategy of one example (module docstring)."""
-        import numpy as np
-        from hypothesis import strategies as st
-        from hypothesis.extra import numpy as hnp
-
-        np_dtypes = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
-
-        @st.composite
-        def draw_example(draw) -> dict:
-            found: list[dict] = []
-            words: list[str] = []
-            sizes: dict[str, int] = {}
-            for sym in self.symbols:
-                n = int(sym["length"])
-                cap = n + max(1, n // 4)
-                to = draw(st.one_of(st.integers(1, min(cap, 6)), st.just(n), st.integers(1, cap)))
-                sizes[sym["symbol"]] = to
-                if to != n:
-                    first_input, first_dim = sym["dims"][0]
-                    found.append(
-                        {
-                            "kind": "shape",
-                            "name": f"{self.names[first_input]}[{first_dim}] {n}→{to}",
-                            "symbol": sym["symbol"],
-                            "from": n,
-                            "to": to,
-                            "inputs": "",
-                            "dims": sym["dims"],
-                        }
-                    )
-            for i, row in enumerate(self.signature):
-                if row.get("kind") != "tensor":
-                    continue
-                name = self.names[i]
-                shape = self._shape_after(i, sizes)
-                numel = int(np.prod(shape)) if shape else 1
-                values = self._templates(i, "values")
-                choices = ["own"] + (["derived"] if values else [])
-                dtype = np_dtypes.get(str(row.get("dtype")))
-                if row.get("floating") and dtype is not None and numel <= derived_inputs.MAX_DATA:
-                    choices.append("drawn")
-                how = draw(st.sampled_from(choices))
-                if how == "derived":
-                    part = dict(draw(st.sampled_from(values)))
-                    sign = draw(st.sampled_from(_SIGNS)) if part.get("op") in _SIGNED_OPS else 1.0
-                    if sign < 0 and isinstance(part.get("value"), (int, float)):
-                        part["value"] = -float(part["value"])
-                        part["name"] = f"{part.get('name')}, sign flipped"
-                    found.append(part)
-                    words.append(str(part.get("name")))
-                elif how == "drawn":
-                    bound = 1e3 if dtype is not np.float16 else 200.0
-                    width = 16 if dtype is np.float16 else 32
-                    elements = st.floats(-bound, bound, allow_nan=False, width=width)
-                    arr = draw(hnp.arrays(dtype, tuple(shape), elements=elements))
-                    data = [float(v) for v in np.asarray(arr, dtype=np.float64).ravel()]
-                    found.append(
-                        {"kind": "data", "input": i, "name": f"{name} drawn", "data": data}
-                    )
-                    words.append(f"{name} drawn values")
-                layouts = self._templates(i, "layout") if len(shape) >= 2 else []
-                if layouts:
-                    lay = draw(st.one_of(st.none(), st.sampled_from(layouts)))
-                    if lay is not None:
-                        lay = dict(lay)
-                        if isinstance(lay.get("perm"), list) and len(lay["perm"]) == len(shape):
-                            lay["perm"] = list(draw(st.permutations(range(len(shape)))))
-                        found.append(lay)
-                        words.append(str(lay.get("name")))
-            shapes = ", ".join(p["name"] for p in found if p["kind"] == "shape")
-            label = "; ".join(w for w in [shapes, *words] if w) or "the seed's own inputs"
-            return self.example(f"search example: {label}", found)
-
-        return draw_example()
-
-
 class _BudgetSpent(Exception):
     """The shrinking's budget is spent: Hypothesis is made to stop (every later example raises
     this at once, so it shrinks to its simplest and ends); the smallest disagreement verified
@@ -294,7 +139,7 @@ class Falsifier:
 
     Args:
         probe: ``await probe(source, examples)``: the judge's verdicts of ``source`` on each
-            example (:func:`accelopt_core.onsite.judge.derived_checks.probe`'s dicts, in
+            example (:func:`accelopt_core.onsite.judge.derived_probe.probe`'s dicts, in
             order). The baseline's source is probed through it too.
         baseline_source: the oracle's source.
         space: what can be drawn (:meth:`Space.of` the baseline's result).
@@ -400,27 +245,27 @@ class Falsifier:
         with _HYPOTHESIS:
             wrapped()
 
-    def _search(self, source: str, link: _Link) -> SearchOutcome:
-        outcome = SearchOutcome(seed=self.seed, budget=self.budget)
+    def _drawn(self, source: str, link: _Link) -> tuple[dict, list[str], dict]:
+        """The examples drawn at first (``{key: example}``), the keys the baseline is correct
+        on (probed once per search), and the candidate's verdicts on those (one request)."""
         drawn: dict[str, dict] = {}
 
         def record(ex: dict) -> None:
             drawn.setdefault(_key(ex), ex)
 
         self._run(record, shrink=False)
+        unknown = [k for k in drawn if k not in self._baseline]
+        found = self._call(link, self._baseline_source, [drawn[k] for k in unknown])
+        self._baseline.update(zip(unknown, found, strict=True))
+        usable = [k for k in drawn if self._baseline[k].get("verdict") == "ok"]
+        verdicts = self._call(link, source, [drawn[k] for k in usable])
+        return drawn, usable, dict(zip(usable, verdicts, strict=True))
+
+    def _search(self, source: str, link: _Link) -> SearchOutcome:
+        outcome = SearchOutcome(seed=self.seed, budget=self.budget)
+        drawn, usable, verdicts = self._drawn(source, link)
         keys = list(drawn)
         outcome.examples = [str(drawn[k].get("name"))[:160] for k in keys[:KEPT_NAMES]]
-        unknown = [k for k in keys if k not in self._baseline]
-        for k, verdict in zip(
-            unknown,
-            self._call(link, self._baseline_source, [drawn[k] for k in unknown]),
-            strict=True,
-        ):
-            self._baseline[k] = verdict
-        usable = [k for k in keys if self._baseline[k].get("verdict") == "ok"]
-        verdicts = dict(
-            zip(usable, self._call(link, source, [drawn[k] for k in usable]), strict=True)
-        )
         outcome.calls = len(usable)
         seen = set(keys)
         if not any(_bad(v) for v in verdicts.values()):

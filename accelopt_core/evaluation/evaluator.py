@@ -182,9 +182,7 @@ class Evaluator:
                 parse it again.
             timing_round: a round of a re-timing (:meth:`time_again`): correctness on seed 1
                 of each shape only and no derived inputs.
-            derived_probe: issue 52's examples to probe
-                (:attr:`~accelopt_core.onsite.protocol.EvalRequest.derived_probe`): their
-                verdicts come back in ``metrics["derived_probe"]``.
+            derived_probe: issue 52's examples to probe (``EvalRequest.derived_probe``).
 
         The gate's verdict on a source is kept: re-timing a candidate does not gate it again.
 

@@ -158,7 +158,7 @@ class EvalRequest:
         derived_probe: issue 52. A list of derived-input descriptors (the property-based
             search's examples, :mod:`accelopt_core.evaluation.counterexample`): check the
             evaluated code on each and report one verdict per descriptor in
-            ``metrics["derived_probe"]`` (:func:`.judge.derived_checks.probe`), never failing
+            ``metrics["derived_probe"]`` (:func:`.judge.derived_probe.probe`), never failing
             the evaluation for them. Probe requests are correctness only (seed 1, no timing,
             no compile stage). None: no probe.
     """

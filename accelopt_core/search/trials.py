@@ -203,22 +203,10 @@ class Trials:
             ),
         )
 
-    def _search_settings(self) -> tuple[bool, int, int]:
-        """``(on, seed, seeds)`` from ``evaluation.counterexampleSearch`` / ``searchSeed`` /
-        ``seeds`` (an evaluator without settings: off)."""
-        evaluation = getattr(getattr(self._evaluator, "settings", None), "evaluation", None)
-        if evaluation is None:
-            return False, 0, 1
-        return (
-            bool(evaluation.counterexample_search),
-            int(evaluation.search_seed),
-            int(evaluation.seeds),
-        )
-
     def _falsifier_for_search(self) -> Falsifier | None:
         """The search's :class:`~accelopt_core.evaluation.counterexample.Falsifier`, made once
         from the baseline's result (None: off, or no space to draw from)."""
-        on, seed, seeds = self._search_settings()
+        on, seed, seeds = _search_settings(self._evaluator)
         if not on or self.baseline is None:
             return None
         if self._falsifier is None:
@@ -291,3 +279,16 @@ class Trials:
     def set_speedup(self, cand: Candidate) -> None:
         """``cand.speedup`` = baseline latency / its latency (None unless both are timed)."""
         cand.speedup = self.speedup_of(cand.result)
+
+
+def _search_settings(evaluator: Any) -> tuple[bool, int, int]:
+    """``(on, seed, seeds)`` from ``evaluation.counterexampleSearch`` / ``searchSeed`` /
+    ``seeds`` of ``evaluator``'s settings (an evaluator without settings: off)."""
+    evaluation = getattr(getattr(evaluator, "settings", None), "evaluation", None)
+    if evaluation is None:
+        return False, 0, 1
+    return (
+        bool(evaluation.counterexample_search),
+        int(evaluation.search_seed),
+        int(evaluation.seeds),
+    )

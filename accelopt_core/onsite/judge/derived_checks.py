@@ -204,27 +204,16 @@ def find_usable(
     time_s: float | None = None,
 ) -> dict:
     """Baseline mode (module docstring): the derived inputs planned from the first seed's
-    inputs (of ``shape``, a ``BENCH["shapes"]`` entry, or None), checked on the evaluated code
-    in three phases (:class:`_Finder`): slots of a shape and a value part (split into their
-    parts when the code is not correct on one), then each layout alone, last (a baseline that
-    assumes a contiguous output writes past it on a padded input: an interpreter's heap can be
-    corrupted, so nothing else is checked after it), then each usable layout merged into a used
-    slot (kept apart when that fails).
-
-    Issue 52's budget: at most :data:`.derived_inputs.MAX_CHECKED` derived inputs are checked
-    here, and of the usable ones every candidate is checked on those that fit ``budget_s``
-    (the judge's seconds for them: a share of the evaluation, :data:`.derived_inputs.
-    BUDGET_SHARE`, plus the seeds they replace), in plan order, by the cost measured here; the
-    others are ``deferred``, each with why (the display adds that they are left to the
-    property-based search), never dropped silently. ``time_s``: past these seconds the
-    baseline checks no new derived input but the first ones (:data:`.derived_inputs.
-    BASELINE_SHARE`), the rest deferred too. None: no limit. None: no budget.
-
-    Returns ``{"used": [...], "skipped": [...], "deferred": [descriptor + "why", ...],
-    "space": {...}}`` (``space``: what the search draws from, :class:`accelopt_core.
-    evaluation.counterexample.Space`). Never raises Failure: a harness error while deriving
-    skips everything with its message; a crash or hang of the evaluated code skips the derived
-    input it happened on and the ones after."""
+    inputs (of ``shape``, or None) checked on the evaluated code: slots of a shape and a value
+    part (split into parts where it fails), then each layout alone (the first of each class
+    first), then each usable layout merged into a used slot. At most
+    :data:`.derived_inputs.MAX_CHECKED` are checked, none new past ``time_s`` seconds but the
+    first max(4, seeds - 1) slots and a layout of each class; of the usable ones a candidate
+    is checked on those whose cost fits ``budget_s`` (:meth:`_Finder.within`). The others are
+    ``deferred`` with why, for the search (issue 52). Returns ``{"used", "skipped", "deferred",
+    "space"}``. Never raises Failure: a harness error skips everything with its message; a
+    crash or hang of the evaluated code skips the derived input it happened on and the ones
+    after."""
     seed = seeds[0] if seeds else 1
     try:
         plan = ref.derived_plan(seed, shape)
@@ -234,7 +223,7 @@ def find_usable(
     finder = _Finder(ref, check, torch, shape, list(plan["skipped"]))
     by_kind = {k: [p for p in plan["derived"] if derived_inputs.kind(p) == k] for k in _KINDS}
     slots = derived_inputs.combine(by_kind["shape"], by_kind["values"], [])
-    layouts = by_kind["layout"]
+    layouts = _class_first(by_kind["layout"])
     limit = derived_inputs.MAX_CHECKED
     n_layouts = min(len(layouts), max(limit // 2, limit - len(slots)))
     slots, later = slots[: limit - n_layouts], slots[limit - n_layouts :]
@@ -246,7 +235,8 @@ def find_usable(
     if time_s is not None:  # the baseline's checks take at most a share of its evaluation
         finder.until = time.monotonic() + time_s
     finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in slots], floor)
-    layouts = finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in layouts], 2)
+    n_classes = len({derived_inputs.part_class(p) for p in layouts})  # each class once, always
+    layouts = finder.run([dict(d, seed=next(seeds_of), shape=shape) for d in layouts], n_classes)
     finder.merge(layouts)
     deferred = finder.deferred + deferred
     used, over = finder.within(budget_s, floor)
@@ -257,14 +247,22 @@ def find_usable(
             f"evaluation and the seeds they replace: {budget_s:.2f} s, {spent:.2f} s used)"
         )
         deferred = [dict(d, why=why) for d in over] + deferred
-    space = {
-        "signature": plan["signature"],
-        "symbols": plan["symbols"],
-        "parts": plan["derived"],
-        "seed": slot_seeds(list(seeds) or [1], 1)[0],
-        "shape": shape,
-    }
+    space = {"signature": plan["signature"], "symbols": plan["symbols"], "parts": plan["derived"],
+             "seed": slot_seeds(list(seeds) or [1], 1)[0], "shape": shape}  # fmt: skip
     return {"used": used, "skipped": finder.skipped, "deferred": deferred, "space": space}
+
+
+def _class_first(parts: list[dict]) -> list[dict]:
+    """``parts`` with the first of each class (:func:`.derived_inputs.part_class`) first, in
+    order, then the others: every class is checked by the baseline and, merged into the first
+    slots, on every candidate, whatever the time and the budget leave for the rest."""
+    seen: set[str] = set()
+    first, rest = [], []
+    for part in parts:
+        name = derived_inputs.part_class(part)
+        (rest if name in seen else first).append(part)
+        seen.add(name)
+    return first + rest
 
 
 _KINDS = ("shape", "values", "layout")
@@ -444,91 +442,3 @@ def _which_part(ref, slot: dict, check: Callable, torch, failure: Failure) -> Fa
         except Failure as alone:
             return _named(alone, desc)
     return failure
-
-
-#: A probed example's verdicts (:func:`probe`).
-PROBE_VERDICTS = ("ok", "unusable", "wrong", "fails", "not run")
-
-
-def probe(ref, check: Callable, torch, listed: list, n_inputs: int | None = None) -> list[dict]:
-    """Probe mode (issue 52's search): check the evaluated code on each descriptor of
-    ``listed`` and report, never raise, one verdict per descriptor, in order: ``{"verdict":
-    "ok" | "unusable" | "wrong" | "fails" | "not run", "why": str}``; for ``wrong`` and
-    ``fails`` also ``"shown"``, the inputs as :func:`shown_inputs` writes them. ``unusable``:
-    malformed, or the reference cannot run (or is not finite) on it; ``not run``: the
-    evaluated code's process ended on an earlier one."""
-    out: list[dict] = []
-    dead = False
-    for raw in listed:
-        desc = derived_inputs.checked(raw, n_inputs if n_inputs is not None else 1 << 16)
-        if dead:
-            out.append({"verdict": "not run", "why": _ENDED})
-            continue
-        if desc is None:
-            out.append({"verdict": "unusable", "why": "malformed derived-input descriptor"})
-            continue
-        seed = int(desc.get("seed") or 1)
-        try:
-            seg, inputs, expected = ref.derived_case(seed, desc.get("shape"), desc, torch)
-        except Unusable as exc:
-            out.append({"verdict": "unusable", "why": str(exc)[:_MAX_WHY]})
-            continue
-        try:
-            check((seed, seg, inputs, expected), _where(desc))
-        except Failure as failure:
-            status = failure.result.get("status")
-            verdict = "wrong" if status == "incorrect" else "fails"
-            why = str(failure.result.get("message") or status)
-            where = _where(desc)
-            why = why[len(where) + 2 :] if why.startswith(f"{where}: ") else why
-            why = why.replace(f" (on {where})", "")[:_MAX_WHY]
-            shown = shown_inputs(inputs, desc.get("names") or [])
-            out.append({"verdict": verdict, "why": why, "status": status, "shown": shown})
-            dead = _dead(failure)
-            continue
-        finally:
-            ref.discard(seg)
-        out.append({"verdict": "ok", "why": ""})
-    return out
-
-
-#: Most elements written out per input in a counterexample; larger inputs are described by
-#: shape, strides and their values' range.
-SHOWN_ELEMENTS = 48
-
-
-def shown_inputs(inputs, names: list[str]) -> str:
-    """The inputs of a counterexample as a person reads them: ``x 3×5 = [[0.5, -1, ...], ...]``
-    for a small tensor (4 significant digits), ``x 64×80, strides (1, 64), values in [-3.1,
-    2.9]`` for a larger one, ``n = 5`` for a number."""
-    from .compare import is_tensor
-
-    parts = []
-    for i, x in enumerate(inputs):
-        name = names[i] if i < len(names) and names[i] else f"arg{i}"
-        if is_tensor(x):
-            parts.append(f"{name} {_tensor_text(x)}")
-        elif isinstance(x, (int, float)) and not isinstance(x, bool):
-            parts.append(f"{name} = {x:g}")
-    return "; ".join(parts)
-
-
-def _tensor_text(x) -> str:
-    dims = "×".join(str(int(n)) for n in x.shape) or "scalar"
-    t = x.detach().cpu()
-    contiguous = t.is_contiguous() and t.storage_offset() == 0
-    layout = "" if contiguous else f", strides {tuple(int(s) for s in t.stride())}"
-    if t.storage_offset():
-        layout += f", storage offset {int(t.storage_offset())}"
-    values = t.double() if t.is_floating_point() else t.long()
-    if t.numel() <= SHOWN_ELEMENTS:
-        return f"{dims}{layout} = {_nested(values.tolist())}"
-    if t.numel() == 0:
-        return f"{dims}{layout} (empty)"
-    return f"{dims}{layout}, values in [{float(values.min()):.4g}, {float(values.max()):.4g}]"
-
-
-def _nested(value) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(_nested(v) for v in value) + "]"
-    return f"{value:.4g}" if isinstance(value, float) else str(value)

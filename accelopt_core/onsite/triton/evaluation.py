@@ -283,8 +283,7 @@ def _run(
     ref = _reference(peer)
     ctx["sizes"] = ref.sizes  # named in every result, failures too (issue 24)
     _init_device(stack, ctx)
-    ref.device = stack.device  # issue 50 (3): cases kept and checked on the judge's device
-    _loaded(cand)
+    ref.device, _ = stack.device, _loaded(cand)  # issue 50 (3): cases checked on the device
     clock.mark("load")  # the reference and candidate processes loaded, CUDA initialised
     first = (req.get("seeds") or [1])[0]
     listed = req.get("derived_inputs")
@@ -310,22 +309,17 @@ def _run(
     result = add_sizes(shapes.merge_checks(results, ref.shapes), ref.sizes)
     if cand.kernels:  # which kernels the entry launched, and for how long (interpreter)
         result.setdefault("metrics", {})["kernels"] = cand.kernels
-    if ref.backward:
-        result["message"] += " (forward + backward: input gradients checked and timed)"
+    result["message"] += _BACKWARD if ref.backward else ""
     result.update(stack.env)
     check = _derived_check(ref, cand, stack)
-    t0 = time.perf_counter()
     if isinstance(listed, list):  # a candidate: the baseline's usable derived inputs, untimed
+        t0 = time.perf_counter()
         found = derived_checks.check_listed(ref, check, stack.torch, listed)
         found["seconds"] = round(time.perf_counter() - t0, 3)  # their cost, the judge's clock
         result.setdefault("metrics", {})["derived_inputs"] = found
         clock.mark("derived_inputs")
-    probed = req.get("derived_probe")
-    if isinstance(probed, list):  # issue 52: the search's examples, one verdict each
-        found = derived_checks.probe(ref, check, stack.torch, probed)
-        result.setdefault("metrics", {})["derived_probe"] = found
-        clock.mark("derived_probe")
-        return result
+    if isinstance(req.get("derived_probe"), list):  # issue 52: the search's examples
+        return _probed(req, ref, check, stack, result, clock)
     if stage is not None:  # the compile stage is done before the timed calls (issue 21)
         stage.settle(ctx["deadline"])
         clock.mark("compile_stage_wait")
@@ -333,17 +327,23 @@ def _run(
     result = _timed(req, stack, ref, cand, result)
     clock.mark("timing")
     if not isinstance(listed, list) and result.get("status") == "ok":  # the baseline: find them
-        t0 = time.perf_counter()
-        shape = (ref.shapes or [None])[0]
-        seeds = list(req.get("seeds") or [1])
-        checks = len(seeds) * max(1, len(ref.shapes or [None]))  # plain seed checks made
-        budget_s = derived_budget(clock, checks, len(seeds) - 1)
-        time_s = BASELINE_SHARE * sum(clock.spent.values())
-        found = derived_checks.find_usable(ref, check, stack.torch, seeds, shape, budget_s, time_s)
-        found["seconds"] = round(time.perf_counter() - t0, 3)
-        result.setdefault("metrics", {})["derived_inputs"] = found
-        clock.mark("derived_inputs")
+        _find_usable(req, ref, check, stack, result, clock)
     return result
+
+
+def _find_usable(req: dict, ref: Reference, check, stack: Stack, result: dict, clock) -> None:
+    """The baseline's usable derived inputs into ``result["metrics"]["derived_inputs"]``
+    (:func:`.judge.derived_checks.find_usable`), within the budget and the time of issue 52."""
+    t0 = time.perf_counter()
+    shape = (ref.shapes or [None])[0]
+    seeds = list(req.get("seeds") or [1])
+    checks = len(seeds) * max(1, len(ref.shapes or [None]))  # plain seed checks made
+    budget_s = derived_budget(clock, checks, len(seeds) - 1)
+    time_s = BASELINE_SHARE * sum(clock.spent.values())
+    found = derived_checks.find_usable(ref, check, stack.torch, seeds, shape, budget_s, time_s)
+    found["seconds"] = round(time.perf_counter() - t0, 3)
+    result.setdefault("metrics", {})["derived_inputs"] = found
+    clock.mark("derived_inputs")
 
 
 def derived_budget(clock: PhaseClock, checks: int, replaced: int) -> float:
@@ -354,6 +354,20 @@ def derived_budget(clock: PhaseClock, checks: int, replaced: int) -> float:
     spent = sum(clock.spent.values())
     per_seed = clock.spent.get("correctness", 0.0) / max(1, checks)
     return BUDGET_SHARE * spent + per_seed * max(0, replaced)
+
+
+_BACKWARD = " (forward + backward: input gradients checked and timed)"
+
+
+def _probed(req: dict, ref: Reference, check, stack: Stack, result: dict, clock) -> dict:
+    """``result`` with ``metrics["derived_probe"]``: one verdict per example of the request's
+    ``derived_probe`` (:func:`.judge.derived_probe.probe`), untimed."""
+    from ..judge.derived_probe import probe
+
+    found = probe(ref, check, stack.torch, req["derived_probe"])
+    result.setdefault("metrics", {})["derived_probe"] = found
+    clock.mark("derived_probe")
+    return result
 
 
 def _timed(req: dict, stack: Stack, ref: Reference, cand: Candidate, result: dict) -> dict:
