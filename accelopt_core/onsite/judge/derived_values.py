@@ -51,8 +51,9 @@ own parameters. ``large`` and ``tiny`` are aliases of ``scale``, ``offset`` of `
 :func:`value_class` names the class a part checks. A harness bounds or turns off value
 derivations per input with ``BENCH["values"]`` (:func:`value_bounds`). Whether a derivation is
 usable (the reference finite on it unless it plants NaN/Inf, the baseline correct on it) is the
-judge's decision (:mod:`.derived_checks`), never made here. Standard library at module level;
-torch / NumPy come with the inputs.
+judge's decision (:mod:`.derived_checks`), never made here. The ops themselves (and the integer
+derivations) are :mod:`.derived_value_ops`'s, re-exported here. Standard library at module
+level; torch / NumPy come with the inputs.
 """
 
 from __future__ import annotations
@@ -60,6 +61,20 @@ from __future__ import annotations
 import math
 
 from .compare import dtype_name, is_array, is_tensor
+from .derived_value_ops import (
+    FLOAT_MAX,
+    INT_CLASSES,
+    INT_PLAN,
+    NONFINITE_OPS,
+    apply_values,
+    int_value,
+    is_integer_input,
+)
+
+# Re-exported (``x as x``): the ops' names callers use from this module.
+from .derived_value_ops import MAX_COUNT as MAX_COUNT
+from .derived_value_ops import OPS as OPS
+from .derived_value_ops import checked_part as checked_part
 
 #: Per floating dtype: max|x| after ``large`` and after ``tiny``, the ``offset`` in spreads
 #: (standard deviations), the outliers' magnitude in max|x|, max|x| after ``subnormal`` and
@@ -80,40 +95,11 @@ VALUE_TARGETS: dict[str, dict[str, float]] = {
     "float16": {"large": 200.0, "tiny": 1e-3, "offset": 256.0, "outliers": 30.0,
                 "subnormal": 1e-6, "near_limit": 240.0},
 }  # fmt: skip
-#: Integer dtypes whose inputs get integer derivations (``bool`` is left alone).
-INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-#: Every op :func:`apply_values` knows, with what its ``value`` is. ``large``, ``tiny``,
-#: ``subnormal`` and ``near_limit`` multiply like ``scale``; ``offset`` adds like ``shift``.
-OPS: dict[str, str] = {
-    "scale": "the factor",
-    "large": "the factor",
-    "tiny": "the factor",
-    "subnormal": "the factor",
-    "near_limit": "the factor",
-    "shift": "the amount added",
-    "offset": "the amount added",
-    "outliers": "the outliers' magnitude",
-    "grid": "the grid's step",
-    "constant": "the constant rows' value",
-    "repeat_extreme": "copies of each row's max and min",
-    "zeros": "the period of the zeroed entries",
-    "nan": "NaN entries planted",
-    "inf": "±inf entries planted",
-    "int_min": "the value of every entry",
-    "int_max": "the value of every entry",
-    "int_repeat": "the run length",
-    "int_empty": "the run length",
-}
-#: Ops whose ``value`` is a count or a period: a whole number in [1, :data:`MAX_COUNT`].
-_COUNT_OPS = ("repeat_extreme", "zeros", "nan", "inf", "int_repeat", "int_empty")
-MAX_COUNT = 1024
 #: Ops that may leave an input as it is (on data already on a grid, with zeros, constant, an
 #: integer input already repeated): the planner compares their result with the input. The
 #: others always change it (a factor other than 1 of non-zero data, a shift, planted values).
 _MAY_CHANGE_NOTHING = ("grid", "constant", "repeat_extreme", "zeros", "int_min", "int_max",
                        "int_repeat", "int_empty")  # fmt: skip
-#: Ops that plant NaN/Inf: the reference may be non-finite on them (:func:`plants_nonfinite`).
-NONFINITE_OPS = ("nan", "inf")
 #: The derivations of a floating input, in the order they are made: the classes that catch the
 #: most common shortcuts per checked call first (issue 29's four, then the other signs, ties and
 #: zeros), the narrowest last, where a budget cuts first. Each is ``(kind, op)``; the kind names
@@ -135,25 +121,16 @@ FLOAT_PLAN: tuple[tuple[str, str], ...] = (
     ("nan", "nan"),
     ("inf", "inf"),
 )
-#: The derivations of an integer input, in the order they are made.
-INT_PLAN: tuple[tuple[str, str], ...] = (
-    ("minimum", "int_min"),
-    ("maximum", "int_max"),
-    ("empty segments", "int_empty"),
-    ("repeats", "int_repeat"),
-)
 #: The value derivations of issue 29, in the order they are made (kept for callers).
 VALUE_OPS = ("large", "tiny", "offset", "outliers")
 #: Outliers planted per row.
 OUTLIERS_PER_ROW = 2
 #: Planned parameters: the grid's levels per sign (int4-like: max|x| / 7), each row's max and min
-#: copied to this many more positions, every 7th entry zeroed, NaN / ±inf planted at 2 positions,
-#: runs of 2 repeated integers.
+#: copied to this many more positions, every 7th entry zeroed, NaN / ±inf planted at 2 positions.
 GRID_LEVELS = 7
 EXTREME_COPIES = 3
 ZERO_PERIOD = 7
 NONFINITE_COUNT = 2
-INT_RUN = 2
 
 
 def _sig(value: float) -> float:
@@ -198,11 +175,6 @@ def stats(x) -> dict[str, float] | None:
 
 def _fmt(value: float) -> str:
     return f"{value:g}"
-
-
-def is_integer_input(x) -> bool:
-    """True for an integer (not boolean) torch tensor or NumPy array."""
-    return (is_tensor(x) or is_array(x)) and dtype_name(x) in INT_DTYPES
 
 
 def _scaled(kind: str, name: str, x, s: dict, targets: dict) -> tuple[float | None, str]:
@@ -253,27 +225,6 @@ def _float_value(kind: str, name: str, x, s: dict | None) -> tuple[float | None,
     return _scaled(kind, name, x, s, targets)
 
 
-def _int_value(op: str, name: str, x) -> tuple[float | None, str]:
-    """``(value, label)`` of the integer derivation ``op`` of ``x``, or ``(None, why)``."""
-    import numpy as np
-
-    v = np.asarray(x.detach().cpu().numpy() if is_tensor(x) else x)
-    if v.size < 2:
-        return None, "a single value: nothing to vary"
-    lo, hi = int(v.min()), int(v.max())
-    if op in ("int_min", "int_max"):
-        if lo == hi:
-            return None, f"every entry is {lo} already"
-        value = lo if op == "int_min" else hi
-        what = "minimum" if op == "int_min" else "maximum"
-        return float(value), f"{name} all {value} (the {what} seen)"
-    if op == "int_repeat":
-        return float(INT_RUN), f"{name} with each value repeated"
-    if v.ndim != 1 or v.size < 3 or bool((np.diff(v) < 0).any()):
-        return None, "not a non-decreasing 1-D tensor of 3 or more entries (offsets)"
-    return float(INT_RUN), f"{name} with empty segments (entries repeated, ends kept)"
-
-
 def value_desc(
     name: str, index: int, op: str, x, found: dict | None = None
 ) -> tuple[dict | None, str | None]:
@@ -283,7 +234,7 @@ def value_desc(
     caller has them (one pass over a large input instead of one per op)."""
     if is_integer_input(x):
         real_op = dict(INT_PLAN).get(op, op)
-        value, label = _int_value(real_op, name, x)
+        value, label = int_value(real_op, name, x)
     elif dtype_name(x) not in VALUE_TARGETS:
         return None, f"{dtype_name(x)} input: no value factors for this dtype"
     else:
@@ -293,169 +244,6 @@ def value_desc(
         return None, label
     desc = {"kind": "values", "name": label, "input": index, "op": real_op, "value": value}
     return desc, None
-
-
-def _outlier_rows(n_rows: int, n: int) -> list[tuple[int, int, float]]:
-    """``(row, column, sign)`` of the planted outliers: per row one at a column that moves
-    with the row and one near the row's end, of opposite signs."""
-    out = []
-    for r in range(n_rows):
-        first = (7 * r + 3) % n
-        second = n - 1 - (5 * r) % n
-        second = (first + 1) % n if second == first else second
-        sign = 1.0 if r % 2 == 0 else -1.0
-        out.append((r, first, sign))
-        if n > 1:
-            out.append((r, second, -sign))
-    return out
-
-
-def _row_length(x) -> int:
-    """The last dimension's length (1 for a 0-d input)."""
-    return int(x.shape[-1]) if len(x.shape) else 1
-
-
-def _with_outliers(x, magnitude: float):
-    """A copy of ``x`` with :func:`_outlier_rows`'s entries set to ±``magnitude``."""
-    n = _row_length(x)
-    if is_tensor(x):
-        out = x.detach().contiguous().clone()
-    else:
-        out = x.copy()
-    rows = out.reshape(-1, n)  # a view of the contiguous copy
-    for r, c, sign in _outlier_rows(int(rows.shape[0]), n):
-        rows[r, c] = sign * magnitude
-    return out
-
-
-def _host(x, dtype: str):
-    """A contiguous NumPy copy of ``x`` as ``dtype`` (``float64`` or ``int64``), on the host
-    (a copy even where ``x`` is of that dtype already: the ops write into it)."""
-    import numpy as np
-
-    if is_tensor(x):
-        import torch
-
-        kind = torch.float64 if dtype == "float64" else torch.int64
-        return (
-            x.detach()
-            .to("cpu", dtype=kind, memory_format=torch.contiguous_format, copy=True)
-            .numpy()
-        )
-    return np.array(x, dtype=dtype, order="C", copy=True)
-
-
-def _back(x, arr):
-    """``arr`` (NumPy) as ``x``'s type, dtype and device."""
-    if is_tensor(x):
-        import torch
-
-        return torch.from_numpy(arr).to(dtype=x.dtype, device=x.device)
-    return arr.astype(x.dtype)
-
-
-def _spread(count: int, n_rows: int, n: int, shift: int) -> list[tuple[int, int]]:
-    """``count`` ``(row, column)`` positions spread over the rows (one per row while there are
-    rows enough), their columns moving with the row."""
-    return [((k * n_rows) // count, (7 * ((k * n_rows) // count) + shift + k) % n)
-            for k in range(count)]  # fmt: skip
-
-
-def _extreme_columns(n: int, copies: int) -> tuple[list[int], list[int]]:
-    """Columns the row max and the row min are copied to (spread, distinct when ``n`` allows)."""
-    step = max(1, n // (2 * copies))
-    cols = [(j * step) % n for j in range(2 * copies)]
-    return cols[0::2], cols[1::2]
-
-
-def _rowwise(op: str, value: float, rows) -> None:
-    """Op ``op`` of the row-wise kind on ``rows`` (a float64 NumPy ``(n_rows, n)`` array), in
-    place."""
-    import numpy as np
-
-    n_rows, n = rows.shape
-    if op == "grid":
-        rows[...] = np.round(rows / value) * value
-    elif op == "constant":
-        if n_rows > 1:
-            rows[1::2] = value  # every other row
-        else:
-            rows[...] = value  # a 1-D input whole (a weight of ones)
-    elif op == "zeros":
-        period = int(value)
-        flat = rows.reshape(-1)
-        flat[period // 2 :: period] = 0.0
-        if n_rows > 1:
-            rows[n_rows // 2] = 0.0
-    elif op == "repeat_extreme":
-        top, bottom = rows.max(axis=1), rows.min(axis=1)
-        high, low = _extreme_columns(n, int(value))
-        rows[:, low] = bottom[:, None]
-        rows[:, high] = top[:, None]
-    elif op in NONFINITE_OPS:
-        for k, (r, c) in enumerate(_spread(int(value), n_rows, n, 3 if op == "nan" else 1)):
-            rows[r, c] = np.nan if op == "nan" else (np.inf if k % 2 == 0 else -np.inf)
-
-
-def _integer(op: str, value: float, flat) -> None:
-    """Integer op ``op`` on ``flat`` (a 1-D int64 NumPy array), in place."""
-    import numpy as np
-
-    if op in ("int_min", "int_max"):
-        flat[...] = int(value)
-        return
-    run = int(value)
-    src = np.arange(flat.size) - np.arange(flat.size) % run
-    ends = flat[[0, -1]].copy()
-    flat[...] = flat[src]
-    if op == "int_empty":
-        flat[[0, -1]] = ends
-
-
-def apply_values(x, desc: dict):
-    """``x`` (a torch tensor or NumPy array) with the value derivation ``desc`` (op and value:
-    :data:`OPS`): a new tensor of the same shape, dtype and device (a leaf that requires grad
-    when ``x`` does). A pure function of ``x`` and ``desc``. Raises ValueError for an unknown
-    op, an op that does not fit the input's dtype (an integer op on a float, a float op on an
-    integer or boolean), an ``int_empty`` on a tensor that is not 1-D, or a value its dtype
-    cannot hold."""
-    op, value = desc.get("op"), float(desc.get("value", 0.0))
-    if op not in OPS:
-        raise ValueError(f"unknown value derivation {op!r}")
-    integer = str(op).startswith("int_")
-    if (dtype_name(x) in INT_DTYPES) != integer or (
-        not integer and dtype_name(x) not in VALUE_TARGETS
-    ):
-        raise ValueError(
-            f"input #{desc.get('input')} is {dtype_name(x)}: value derivation {op!r} does not apply"
-        )
-    if integer:
-        if op == "int_empty" and len(x.shape) != 1:
-            raise ValueError(f"input #{desc.get('input')} is not 1-D: no segments to empty")
-        arr = _host(x, "int64")
-        _integer(op, value, arr.reshape(-1))
-        out = _back(x, arr)
-        if not (_host(out, "int64") == arr).all():
-            raise ValueError(f"{value:g} does not fit input #{desc.get('input')}'s {dtype_name(x)}")
-        return out.contiguous() if is_tensor(out) else out
-    base = x.detach() if is_tensor(x) else x
-    if op in ("scale", "large", "tiny", "near_limit"):
-        out = base * value
-    elif op in ("shift", "offset"):
-        out = base + value
-    elif op == "outliers":
-        out = _with_outliers(base, value)
-    else:
-        arr = _host(x, "float64")
-        if op == "subnormal":
-            arr *= value  # in float64, rounded once into the dtype
-        else:
-            _rowwise(op, value, arr.reshape(-1, _row_length(x)))
-        out = _back(x, arr)
-    if is_tensor(x):
-        out = out.to(x.dtype).contiguous()
-        return out.requires_grad_(True) if x.requires_grad else out
-    return out.astype(x.dtype)
 
 
 def plants_nonfinite(desc: dict) -> bool:
@@ -482,10 +270,7 @@ _CLASSES = {
     "near_limit": "near the dtype's limit",
     "nan": "NaN",
     "inf": "±inf",
-    "int_min": "integer bounds",
-    "int_max": "integer bounds",
-    "int_repeat": "repeated integers",
-    "int_empty": "empty segments",
+    **INT_CLASSES,
 }
 
 
@@ -648,20 +433,15 @@ def _overflow_by_stats(x, desc: dict, found: dict) -> tuple[bool, str | None]:
     stay finite in ``x``'s dtype (``why`` None) or overflow it; undecided within 1 % of the
     dtype's largest value (rounding), or for ops whose magnitude they do not give."""
     magnitude = _MAGNITUDE.get(str(desc.get("op")))
-    if magnitude is None or dtype_name(x) not in _FLOAT_MAX:
+    if magnitude is None or dtype_name(x) not in FLOAT_MAX:
         return False, None
     m = magnitude(float(found["max_abs"]), float(desc.get("value", 0.0)))
-    top = _FLOAT_MAX[dtype_name(x)]
+    top = FLOAT_MAX[dtype_name(x)]
     if m <= 0.99 * top:
         return True, None
     if m >= 1.01 * top:
         return True, "overflows its dtype"
     return False, None
-
-
-#: The largest finite value per floating dtype (IEEE 754; bfloat16: fp32's exponent range).
-_FLOAT_MAX = {"float64": 1.7976931348623157e308, "float32": 3.4028234663852886e38,
-              "bfloat16": 3.3895313892515355e38, "float16": 65504.0}  # fmt: skip
 
 
 def _repeated(derived, made: list[tuple[str, object]]) -> str | None:
@@ -688,34 +468,3 @@ def _unusable_values(x, derived, bounds, op: str) -> str | None:
     if op in _MAY_CHANGE_NOTHING and same_values(derived, x):
         return "changes nothing on these values"
     return None
-
-
-def _param_ok(op, value) -> bool:
-    """True when ``value`` is a usable parameter of ``op`` (:data:`OPS`)."""
-    if op not in OPS or not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    if not math.isfinite(value):
-        return False
-    if op in _COUNT_OPS:
-        return float(value).is_integer() and 1 <= value <= MAX_COUNT
-    if op == "grid":
-        return value > 0
-    if op in ("int_min", "int_max"):
-        return float(value).is_integer() and abs(value) < 2.0**63
-    return True
-
-
-def checked_part(desc, n_inputs: int) -> dict | None:
-    """A value descriptor from a request (untrusted JSON) with its keys and types checked
-    (an op of :data:`OPS` and a finite ``value`` that fits it: a whole count in [1,
-    :data:`MAX_COUNT`] for counts and periods, a positive grid step, an int64 for integer
-    fills), or None when it is malformed or names an input past ``n_inputs``."""
-    if not isinstance(desc, dict):
-        return None
-    index = desc.get("input")
-    if type(index) is not int or not 0 <= index < n_inputs:
-        return None
-    out = {k: str(desc.get(k) or "")[:200] for k in ("name", "inputs")}
-    if desc.get("kind") != "values" or not _param_ok(desc.get("op"), desc.get("value")):
-        return None
-    return dict(out, kind="values", input=index, op=desc["op"], value=float(desc["value"]))
