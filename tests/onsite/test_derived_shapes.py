@@ -137,7 +137,10 @@ def test_bench_shapes_harness_derives_from_its_first_shape(baselines) -> None:
 
 def test_matmul_k_loop_with_a_literal_trip_count_is_rejected(baselines) -> None:
     found = _derived(baselines["matmul"])
-    names = _shape_names(found)
+    # used, or left to the search where the cost budget binds (issue 52): never dropped
+    deferred = [p for d in found.get("deferred", []) for p in d.get("parts", [d])]
+    shapes = _parts(found) + [p for p in deferred if p["kind"] == "shape"]
+    names = sorted(p["name"] for p in shapes)
     assert names == [
         "a[0] 32→31",
         "a[0] 32→40",
@@ -146,7 +149,7 @@ def test_matmul_k_loop_with_a_literal_trip_count_is_rejected(baselines) -> None:
         "b[1] 16→15",
         "b[1] 16→20",
     ]
-    k = next(d for d in _parts(found) if d["name"] == "a[1] 48→60")
+    k = next(d for d in shapes if d["name"] == "a[1] 48→60")
     assert k["inputs"] == "a: 32×60, b: 60×16"
     result = _run(
         MATMUL_LITERAL_K + MATMUL_FILE[MATMUL_FILE.index("\n\ndef get_inputs") :],
