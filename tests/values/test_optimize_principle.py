@@ -13,16 +13,12 @@ negative. The two legitimate rewrites rank.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-
 import pytest
 
 from accelopt_core.evaluation.counterexample import SEARCH_RULE
-from accelopt_core.memory import OptimizationMemory
 from accelopt_core.onsite.judge.derived_checks import DERIVED_RULE
-from tests.adversarial.hacks import executor_reply, private_env, run_cli
-from tests.llm_double import TEST_API_KEY, TEST_API_KEY_ENV, LLMDouble, RecordedRequest, text
+from tests.llm_double import RecordedRequest
+from tests.optimize_run import Run, optimize_with_double
 from tests.values.kernels_batched import LEGITIMATE, NASTY, name_of
 from tests.values.kernels_layouts import SCALE3D_FILE
 
@@ -41,39 +37,12 @@ def _script(req: RecordedRequest) -> str | None:
     return {"planner": plan, "summarizer": rule, "fixer": "I cannot fix this one."}.get(req.role)
 
 
-@dataclass
-class Run:
-    report: dict
-    fixer: dict[str, str]
-    memory: list
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     work = tmp_path_factory.mktemp("layouts-search")
-    (work / "settings.json").write_text(json.dumps({"accelopt": SETTINGS}))
-    kernel = work / "scale3d.py"
-    kernel.write_text(SCALE3D_FILE)
-    env = private_env(work)
-    fixer: dict[str, str] = {}
-    n = str(len(CANDIDATES))
-    with LLMDouble(script=_script) as double:
-        double.queue(*(text(executor_reply(c)) for c in CANDIDATES.values()), role="executor")
-        env[TEST_API_KEY_ENV] = TEST_API_KEY
-        proc = run_cli(
-            "optimize", str(kernel), "--json", "-T", "1", "-B", n, "-N", "1", "-K", n,
-            "--settings", str(work / "settings.json"), "--llm-base-url", double.base_url,
-            "--llm-model", "double-model", "--api-key-env", TEST_API_KEY_ENV,
-            env=env, cwd=work, timeout=1400,
-        )  # fmt: skip
-        for req in double.requests:
-            if req.role == "fixer":
-                prompt = "\n".join(str(m.get("content")) for m in req.messages)
-                fixer[name_of(prompt) or "?"] = prompt
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with OptimizationMemory(work / "memory" / "memory") as memory:
-        experiences = memory.all()
-    return Run(json.loads(proc.stdout), fixer, experiences)
+    return optimize_with_double(
+        work, "scale3d.py", SCALE3D_FILE, CANDIDATES, SETTINGS, _script, name_of
+    )
 
 
 def _ranked(run: Run) -> dict[str, dict]:
