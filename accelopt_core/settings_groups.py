@@ -194,6 +194,15 @@ class EvaluationSettings(_Model):
         description="Seed of the counterexample search: the same seed, harness and candidate "
         "draw the same examples (the seed is in every report and message).",
     )
+    reference_store_mb: int | None = Field(
+        None,
+        ge=0,
+        description="Memory (MiB) a warm worker may keep the harness's inputs and reference "
+        "outputs in between evaluations, so a search computes them once per shape, seed and "
+        "derived input instead of once per candidate; unset: a quarter of the memory available "
+        "when an evaluation starts (the container's, when it has less), 0: nothing kept (each "
+        "evaluation asks the reference again).",
+    )
     sizes: str = Field(
         "auto",
         description="The harness's module-level sizes (batch_size, dim, ...; KernelBench "

@@ -138,6 +138,7 @@ class Evaluator:
             gpu=gpu,  # issue 21: None when the setting is "none"
             allow_modules=list(self.settings.gate.allow_modules),  # issue 53
             derived_probe=derived_probe,
+            reference_store_mb=ev.reference_store_mb,  # issue 50, item 4
         )
 
     async def evaluate(

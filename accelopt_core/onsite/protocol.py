@@ -161,6 +161,9 @@ class EvalRequest:
             ``metrics["derived_probe"]`` (:func:`.judge.derived_probe.probe`), never failing
             the evaluation for them. Probe requests are correctness only (seed 1, no timing,
             no compile stage). None: no probe.
+        reference_store_mb: issue 50, item 4. The memory (MiB) a warm worker may keep the
+            reference process's inputs and outputs in between evaluations
+            (:mod:`.runtime.casestore`); None: a quarter of the memory available, 0: none kept.
     """
 
     candidate_source: str
@@ -186,6 +189,7 @@ class EvalRequest:
     sizes: dict[str, Any] = field(default_factory=dict)
     allow_modules: list[str] = field(default_factory=list)
     derived_probe: list[dict[str, Any]] | None = None
+    reference_store_mb: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form, the worker's stdin."""

@@ -272,22 +272,32 @@ def _segments_held(pids: set[int]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_crashing_candidates_leave_no_shared_memory_behind():
+@pytest.mark.parametrize("store_mb", [0, None], ids=["store off", "store on"])
+def test_crashing_candidates_leave_no_shared_memory_behind(store_mb):
     """Issue 50: candidates that die mid-call (a segfault, an exit) on a warm worker leave no
     segment open in the worker's processes and nothing in /dev/shm; the next evaluation on the
-    same worker is judged as usual."""
+    same worker is judged as usual. With the reference store on (item 4) the warm worker
+    itself holds the inputs and references it keeps, and nothing more: the second crash,
+    on the same cases, adds none."""
     from tests.onsite.runs import WarmRunner, make_request, src
 
     shm_before = {n for n in os.listdir("/dev/shm") if n.startswith("accelopt")}
     runner = WarmRunner()
+    zygote = runner.proc.pid
+    kept = []
     try:
         for name, status in (("segfault.py", "runtime_error"), ("exit3.py", "runtime_error")):
-            result = runner.run(make_request(src(name)))
+            result = runner.run(make_request(src(name), reference_store_mb=store_mb))
             assert result.status == status, result.message
-            assert _segments_held(_tree(runner.proc.pid)) == []
-        result = runner.run(make_request(src("add.py")))
+            held = _segments_held(_tree(zygote))
+            assert [h for h in held if not h.startswith(f"{zygote}:")] == []
+            kept.append(len(held))
+        assert kept[0] == kept[1] and (kept[0] == 0) == (store_mb == 0)
+        result = runner.run(make_request(src("add.py"), reference_store_mb=store_mb))
         assert result.status == "ok", result.message
-        assert _segments_held(_tree(runner.proc.pid)) == []
+        held = _segments_held(_tree(zygote))
+        assert [h for h in held if not h.startswith(f"{zygote}:")] == []
+        assert (len(held) == 0) == (store_mb == 0)
     finally:
         assert runner.close() == 0
     assert {n for n in os.listdir("/dev/shm") if n.startswith("accelopt")} <= shm_before

@@ -27,7 +27,7 @@ Both return ``metrics["derived_inputs"]``: ``{"used": [descriptor, ...], "skippe
 were made from); the backend adds ``"seconds"``, their wall time on the judge's clock (the cost
 ``benchmarks/derived_inputs.py`` measures). The checking itself is the backend's (``check(case,
 where)``, which raises :class:`~..runtime.failures.Failure`); the reference's side is
-:class:`.judge.referee.Reference`'s ``derived_plan`` / ``derived_case`` (the NKI evaluation
+:class:`.judge.reference.Reference`'s ``derived_plan`` / ``derived_case`` (the NKI evaluation
 has its own, in process). Standard library only.
 """
 

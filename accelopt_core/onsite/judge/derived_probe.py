@@ -38,7 +38,9 @@ def probe(ref, check: Callable, torch, listed: list, n_inputs: int | None = None
             continue
         seed = int(desc.get("seed") or 1)
         try:
-            seg, inputs, expected = ref.derived_case(seed, desc.get("shape"), desc, torch)
+            seg, inputs, expected = ref.derived_case(
+                seed, desc.get("shape"), desc, torch, kept=False
+            )
         except Unusable as exc:
             out.append({"verdict": "unusable", "why": str(exc)[:_MAX_WHY]})
             continue

@@ -278,7 +278,7 @@ HARNESS_WAIT_CAP_S = 30.0
 class ReferencePeer(Candidate):
     """The judge's end of the reference process (:mod:`.judge.referee`): as :class:`Candidate`, but
     its death or silence is the harness's, not the candidate's. ``doing`` names the harness
-    part being waited for (set by :class:`.judge.referee.Reference`), ``wait_s`` bounds each wait."""
+    part being waited for (set by :class:`.judge.reference.Reference`), ``wait_s`` bounds each wait."""
 
     doing = "loading the original file (its module-level code and harness)"
     wait_s = HARNESS_WAIT_CAP_S

@@ -52,11 +52,7 @@ from ..runtime.failures import short
 from ..runtime.loading import load_harness, rebind_sizes
 from . import integrity
 from .compare import clone, shape_text
-from .rules import segment_value, segments
-
-
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+from .reference import number
 
 
 class _Referee:
@@ -112,7 +108,7 @@ class _Referee:
             }
         rebind_sizes(self.harness, project)  # after the poisoning check (issue 24)
         bench = self.harness.bench
-        first = {"bench": {k: _number(bench.get(k)) for k in ("rtol", "atol") if k in bench}}
+        first = {"bench": {k: number(bench.get(k)) for k in ("rtol", "atol") if k in bench}}
         if self.harness.sizes:  # rebound for the CPU interpreter / pinned (issue 24)
             first["sizes"] = self.harness.sizes
         self.backward = bool(bench.get("backward"))
@@ -333,130 +329,3 @@ def main(chan_fds: tuple[int, ...], setup: dict) -> None:
         serve(Channel(*fds), setup)
     finally:
         os._exit(1)
-
-
-class Reference:
-    """The judge's end of the reference process: the harness as data.
-
-    Args:
-        peer: the process handle (:class:`.judge.peers.Candidate`'s channel, deadline and exchange
-            directory logic, reused).
-        bench: the tolerances the process reported (``rtol``, ``atol``; absent: defaults).
-        shapes: ``BENCH["shapes"]`` (``get_inputs`` keyword arguments per shape), or None.
-            Every request is for :attr:`shape` (None: ``get_inputs``'s defaults).
-        backward: ``BENCH["backward"]``: every call is forward + backward.
-    """
-
-    def __init__(
-        self, peer, bench: dict, shapes: list[dict] | None = None, backward: bool = False
-    ) -> None:
-        self.peer = peer
-        self.bench = {k: v for k, v in bench.items() if isinstance(v, float)}
-        self.shapes = shapes
-        self.shape: dict | None = None  # the shape every request is for (BENCH["shapes"])
-        self.backward = backward  # BENCH["backward"]: calls are forward + backward
-        self.grad_inputs: list[int] = []  # the inputs that require grad (backward)
-        self.sizes: dict = {}  # the reference process's rebound sizes (runtime.sizes)
-        #: Where the judge keeps a case's inputs and reference outputs and checks the
-        #: candidate's (issue 50, item 3): the judge's device (``cuda`` on a GPU), so compare,
-        #: the NaN/Inf count and the mutation check run there.
-        self.device = "cpu"
-
-    def _shaped(self, msg: dict) -> dict:
-        """``msg`` for the current :attr:`shape` (unchanged without one)."""
-        return msg if self.shape is None else {**msg, "shape": self.shape}
-
-    def _ask(self, msg: dict) -> dict:
-        answer = self.peer.ask(self._shaped(msg), "done")
-        grads = answer.get("grad_inputs")
-        if isinstance(grads, list) and all(type(i) is int for i in grads):
-            self.grad_inputs = grads
-        return answer
-
-    @staticmethod
-    def segments(answer: dict, key: str, count: int) -> list[exchange.Segment]:
-        """:func:`.rules.segments`, named as the reference process's."""
-        return segments(answer, key, count, "reference process: ")
-
-    @staticmethod
-    def value(segment: exchange.Segment, torch, device: str = "cpu", keep: bool = False):
-        """:func:`.rules.segment_value`, named as the reference process's."""
-        return segment_value(segment, torch, device, keep, "reference segment: ")
-
-    def case(self, seed: int, torch) -> tuple[exchange.Segment, tuple, object]:
-        """``(inputs segment, inputs, reference outputs)`` of ``seed``, both on
-        :attr:`device`; the segment is left open for the candidate (the caller closes it).
-        Raises Failure (the harness's runtime_error, or the process's death)."""
-        self.peer.doing = f"making the inputs and reference of seed {seed} (get_inputs, reference)"
-        answer = self._ask({"op": "cases", "seeds": [seed], "expected": True})
-        (seg,) = self.segments(answer, "inputs", 1)
-        (ref,) = self.segments(answer, "expected", 1)
-        inputs = self.value(seg, torch, self.device, keep=True)
-        return seg, tuple(inputs), self.value(ref, torch, self.device)
-
-    def inputs(self, seeds: list[int], torch, device: str) -> list[tuple[exchange.Segment, tuple]]:
-        """``(segment, inputs on device)`` of each of ``seeds`` (kept by the process for
-        :meth:`expected`); the segments are left open for the candidate."""
-        self.peer.doing = f"making the inputs of {len(seeds)} timing seeds (get_inputs)"
-        answer = self._ask({"op": "cases", "seeds": list(seeds), "expected": False})
-        segs = self.segments(answer, "inputs", len(seeds))
-        return [(seg, tuple(self.value(seg, torch, device, keep=True))) for seg in segs]
-
-    def expected(self, seeds: list[int], torch) -> list:
-        """The reference outputs (on :attr:`device`) of inputs made earlier by :meth:`inputs`."""
-        self.peer.doing = "computing the references of timed repetitions (reference)"
-        answer = self._ask({"op": "expected", "seeds": list(seeds)})
-        found = self.segments(answer, "expected", len(seeds))
-        return [self.value(seg, torch, self.device) for seg in found]
-
-    def derived_plan(self, seed: int, shape: dict | None) -> dict:
-        """The derived inputs of ``seed``'s inputs (of ``BENCH["shapes"]`` entry ``shape``):
-        ``{"derived": [descriptor, ...], "skipped": [{"name", "why"}, ...]}``, each entry
-        checked (the process runs the user's code: its answer is data). Raises Failure (the
-        harness's runtime_error, or the process's death)."""
-        from .derived_checks import clean_plan
-
-        self.peer.doing = f"deriving inputs from the inputs of seed {seed} (get_inputs)"
-        msg = {"op": "derived_plan", "seed": seed, **({"shape": shape} if shape else {})}
-        return clean_plan(self.peer.ask(msg, "plan").get("plan"))
-
-    def derived_case(self, seed: int, shape: dict | None, desc: dict, torch):
-        """``(inputs segment, inputs, reference outputs)`` of the derived input ``desc`` of
-        ``seed``'s inputs, as :meth:`case`. Raises :class:`.derived_checks.Unusable` when the
-        derivation does not apply or the reference raises (or dies, or hangs) on it."""
-        from ..runtime.failures import Failure
-        from .derived_checks import Unusable
-
-        self.peer.doing = f"making the derived input {desc.get('name')} (get_inputs, reference)"
-        msg = {"op": "derived", "seed": seed, "derive": desc}
-        if shape:
-            msg["shape"] = shape
-        try:
-            answer = self.peer.ask(msg, "done")
-        except Failure as failure:
-            why = str(failure.result.get("message"))[:300]
-            raise Unusable(f"the reference cannot run on it: {why}") from None
-        if answer.get("skip"):
-            raise Unusable(str(answer["skip"])[:300])
-        (seg,) = self.segments(answer, "inputs", 1)
-        (ref,) = self.segments(answer, "expected", 1)
-        inputs = self.value(seg, torch, self.device, keep=True)
-        return seg, tuple(inputs), self.value(ref, torch, self.device)
-
-    @staticmethod
-    def discard(segment: exchange.Segment) -> None:
-        """Close a segment the caller was left (by :meth:`case` or :meth:`derived_case`)."""
-        segment.close()
-
-    def work(self, seed: int) -> tuple[dict[str, float], list[str]]:
-        """``({"flops", "bytes"}, warnings)`` of one call on the inputs of ``seed``."""
-        self.peer.doing = 'computing BENCH["flops"] / BENCH["bytes"]'
-        answer = self.peer.ask(self._shaped({"op": "work", "seed": seed}), "work")
-        work = answer.get("work") if isinstance(answer.get("work"), dict) else {}
-        clean = {
-            k: float(v)
-            for k, v in work.items()
-            if k in ("flops", "bytes") and _number(v) is not None
-        }
-        notes = [str(w)[:300] for w in answer.get("warnings") or [] if isinstance(w, str)]
-        return clean, notes[:5]

@@ -198,7 +198,7 @@ def _make_pool(req: dict, stack, ref, cand: Candidate) -> tuple[list, list[int]]
     and the pool's seeds. The caller closes the segments. Raises Failure when the harness
     fails."""
     seed = int(req.get("timing_seed", 1000))
-    made = ref.inputs([seed], stack.torch, stack.device)
+    made = ref.inputs([seed], stack.torch, stack.device, kept=True)  # issue 50, item 4
     try:
         n = pool_size(req, stack.use_cuda, made[0][1], cand.call_ms)
         taken = {seed, *(int(s) for s in req.get("seeds") or [])}
@@ -327,7 +327,7 @@ def _implausible(run: dict, stack, work: dict, req: dict, result: dict) -> tuple
 def time_candidate(req: dict, stack, ref, cand: Candidate, result: dict) -> None:
     """Time the candidate (re-timed once when a clock or plausibility rule fails) and fill in
     ``latency_ms``, ``p20_ms``, ``p80_ms``, ``timing``, the message and the plausibility fields
-    of ``result`` (``ref``: the :class:`.judge.referee.Reference`, which makes every input and
+    of ``result`` (``ref``: the :class:`.judge.reference.Reference`, which makes every input and
     reference). Raises Failure (a rule that stands: rejected; incorrect; the candidate's
     errors)."""
     errors: dict = {}

@@ -22,7 +22,7 @@ from ..runtime.failures import Failure, classify, short
 
 
 class LocalReference:
-    """The derived-input requests of :class:`.judge.referee.Reference`, answered in this
+    """The derived-input requests of :class:`.judge.reference.Reference`, answered in this
     process from the loaded ``harness`` (``get_inputs``, ``reference``, ``bench``)."""
 
     def __init__(self, harness, names: list[str]) -> None:

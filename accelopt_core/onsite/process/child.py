@@ -26,6 +26,7 @@ from ..gate.precheck import precheck
 from ..judge.peers import set_nondumpable
 from ..nki import evaluation as nki_eval
 from ..protocol import result_dict
+from ..runtime import casestore
 from ..runtime.device import arm_hang_dump, pin_device, probe
 from ..runtime.failures import candidate_file
 from ..runtime.sources import module_of
@@ -88,6 +89,7 @@ def _evaluate(req: dict, ctx: dict) -> dict:
     ctx["kernels"] = candidate_kernels(tree)
     pin_device(req.get("device"))
     if entry_backend(tree, req["entry"], ctx["kernels"]) == "nki":
+        casestore.forget()  # the NKI candidate runs in this process: no kept segment for it
         return nki_eval.evaluate(req, ctx)
     align(req)  # a warm parent's triton, imported in the other interpreter mode: re-import
     return triton_eval.evaluate(req, ctx)

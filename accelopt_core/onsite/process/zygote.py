@@ -40,6 +40,10 @@ the bundle:
   its candidate's process group and removes its directories), SIGKILL 0.3 s later; its
   ``A`` frame still comes (a ``runtime_error``).
 
+The zygote also keeps the reference process's answers between evaluations (issue 50, item
+4: :mod:`.runtime.casestore`): its supervisors and their judges inherit the kept segments, and
+the judges offer new ones on a socket that this loop reads beside the requests.
+
 End-of-file on stdin, SIGTERM or SIGHUP: the running supervisors are stopped (they kill their
 candidates) and the zygote exits.
 """
@@ -58,6 +62,7 @@ from dataclasses import dataclass, field
 
 from ..judge.peers import set_nondumpable
 from ..protocol import result_dict, signal_name
+from ..runtime import casestore
 from ..runtime.device import versions
 from ..sandbox.policy import setup_worker
 from ..sandbox.scratch import remove_scratch, scratch_roots, sweep
@@ -167,6 +172,7 @@ def _fork(request: dict, rid: int | None, keep: list[int]) -> _Supervisor:
             if os.getppid() != zygote:  # the zygote died before the signal was armed
                 os._exit(1)
             os.close(r)
+            casestore.leave_receiving()  # the zygote alone takes what judges offer
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)  # stdin (the owner's pipe) becomes /dev/null: never left closed
             os.close(devnull)
@@ -262,13 +268,17 @@ def serve(inp: int, out: int) -> None:
     could hold the pipe open)."""
     running: dict[int, _Supervisor] = {}  # by the fd of its result pipe
     buf = bytearray()
+    store = casestore.current()
+    kept = [store.recv_fd] if store is not None and store.recv_fd is not None else []
     while True:
         now = time.monotonic()
         waits = [POLL_S] if running else []
         waits += [max(0.0, s.kill_at - now) for s in running.values() if s.kill_pending]
-        ready, _, _ = select.select([inp, *running], [], [], min(waits) if waits else None)
+        ready, _, _ = select.select([inp, *kept, *running], [], [], min(waits) if waits else None)
         for fd in ready:
-            if fd == inp:
+            if fd in kept:
+                store.take()  # answers a judge offered (issue 50, item 4)
+            elif fd == inp:
                 chunk = os.read(inp, 1 << 16)
                 if not chunk:
                     _stop_all(running)
@@ -346,6 +356,7 @@ def main() -> None:
     os.dup2(2, 1)  # anything printed to stdout from now on goes to stderr
     loaded = preload()
     set_nondumpable()
+    casestore.install()  # inputs and references kept between evaluations (issue 50, item 4)
     torch = sys.modules.get("torch")
     hello = {
         "pid": os.getpid(),

@@ -59,7 +59,7 @@ def segment_socketpair() -> tuple[int, int]:
     return pair[0].detach(), pair[1].detach()
 
 
-def _encode(obj, fds: list[int], depth: int = 0):
+def encode(obj, fds: list[int], depth: int = 0):
     """``obj`` with each Segment replaced by its wire entry, its descriptor appended to
     ``fds``."""
     if isinstance(obj, Segment):
@@ -68,13 +68,13 @@ def _encode(obj, fds: list[int], depth: int = 0):
     if depth > 8:
         return obj
     if isinstance(obj, dict):
-        return {k: _encode(v, fds, depth + 1) for k, v in obj.items()}
+        return {k: encode(v, fds, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_encode(v, fds, depth + 1) for v in obj]
+        return [encode(v, fds, depth + 1) for v in obj]
     return obj
 
 
-def _decode(obj, fds: list[int], used: set[int], depth: int = 0):
+def decode(obj, fds: list[int], used: set[int], depth: int = 0):
     """``obj`` with each wire entry replaced by the Segment it names (each descriptor used
     once). Raises ChannelError("invalid")."""
     if isinstance(obj, dict):
@@ -91,9 +91,9 @@ def _decode(obj, fds: list[int], used: set[int], depth: int = 0):
                 raise ChannelError("invalid", f"segment: {exc}") from None
         if depth > 8:
             return obj
-        return {k: _decode(v, fds, used, depth + 1) for k, v in obj.items()}
+        return {k: decode(v, fds, used, depth + 1) for k, v in obj.items()}
     if isinstance(obj, list) and depth <= 8:
-        return [_decode(v, fds, used, depth + 1) for v in obj]
+        return [decode(v, fds, used, depth + 1) for v in obj]
     return obj
 
 
@@ -112,7 +112,7 @@ class Channel:
         """Write ``message`` as one JSON line, after the descriptors of the segments in it.
         Raises ChannelError("closed") when the peer is gone (broken pipe)."""
         fds: list[int] = []
-        wire = _encode(message, fds)
+        wire = encode(message, fds)
         if fds:
             if self.sock is None or len(fds) > MAX_FDS:
                 raise ChannelError("invalid", f"{len(fds)} segments on a channel for none")
@@ -198,10 +198,10 @@ class Channel:
         if not isinstance(message, dict):
             raise ChannelError("invalid", "not a JSON object")
         if _NFDS not in message:
-            return _decode(message, [], set())
+            return decode(message, [], set())
         fds = self._take_fds(message.pop(_NFDS), deadline)
         try:
-            return _decode(message, fds, set())
+            return decode(message, fds, set())
         finally:
             for fd in fds:
                 os.close(fd)

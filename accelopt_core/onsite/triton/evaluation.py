@@ -41,7 +41,7 @@ from ..judge.peers import (
     spawn,
     spawn_reference,
 )
-from ..judge.referee import Reference
+from ..judge.reference import Reference
 from ..judge.rules import no_launch, plain_outputs, protocol_violation
 from ..protocol import result_dict
 from ..runtime.device import gpu_visible, versions, watch_memory
@@ -284,6 +284,8 @@ def _run(
     ctx["sizes"] = ref.sizes  # named in every result, failures too (issue 24)
     _init_device(stack, ctx)
     ref.device, _ = stack.device, _loaded(cand)  # issue 50 (3): cases checked on the device
+    ref.use_store(req, stack.use_cuda)  # issue 50 (4): made once per search on a warm worker
+    ctx["reference"] = ref
     clock.mark("load")  # the reference and candidate processes loaded, CUDA initialised
     first = (req.get("seeds") or [1])[0]
     listed = req.get("derived_inputs")
@@ -462,7 +464,7 @@ def evaluate(req: dict, ctx: dict) -> dict:
             remove_dirs(dirs)  # an unexpected error propagates
     try:
         merged = gpu_stage.merge(result, stage and stage.answer(ctx["deadline"], result), ctx)
-        return _with_phases(merged, clock)
+        return _with_phases(merged, clock, ctx.get("reference"))
     finally:
         if stage is not None:
             stage.stop()
@@ -470,14 +472,18 @@ def evaluate(req: dict, ctx: dict) -> dict:
             remove_dirs(dirs)
 
 
-def _with_phases(result: dict, clock: PhaseClock | None) -> dict:
+def _with_phases(result: dict, clock: PhaseClock | None, ref: Reference | None) -> dict:
     """A passing ``result`` with ``metrics["phases_s"]``: the :class:`PhaseClock`'s phases, the
     process start (importing the stack, forking the candidate, reference and compile-stage
     processes) before them and the compile stage's answer (with Nsight Compute's replays when
-    it ran) after them."""
+    it ran) after them; and ``metrics["reference_store"]`` on a warm worker (issue 50, item 4:
+    :meth:`.judge.reference.Reference.store_metrics`)."""
     if clock is None or result.get("status") != "ok":
         return result
     clock.mark("gpu_facts")
-    spent = clock.rounded()
-    result.setdefault("metrics", {})["phases_s"] = spent
+    metrics = result.setdefault("metrics", {})
+    metrics["phases_s"] = clock.rounded()
+    kept = ref.store_metrics() if ref is not None else None
+    if kept is not None:
+        metrics["reference_store"] = kept
     return result
