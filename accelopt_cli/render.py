@@ -35,7 +35,8 @@ from accelopt_core.kernelfile import KernelFile
 from accelopt_core.memory import Experience, timing_label
 from accelopt_core.onsite.judge.compare import shape_text
 from accelopt_core.onsite.protocol import EvalResult
-from accelopt_core.search.report import HOST_TIMING_NOTES, metrics_lines, phases_line
+from accelopt_core.search.phases import phases_line
+from accelopt_core.search.report import HOST_TIMING_NOTES, metrics_lines
 from accelopt_core.textdiff import unified_diff
 
 _SEVERITY_COLORS = {"error": "red", "warning": "yellow"}

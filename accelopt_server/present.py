@@ -9,12 +9,8 @@ from accelopt_core.devicefacts import not_timed
 from accelopt_core.kernelfile import KernelInfo
 from accelopt_core.memory.experience import timing_label
 from accelopt_core.onsite.protocol import EvalResult
-from accelopt_core.search.report import (
-    HOST_TIMING_NOTES,
-    busiest_engine,
-    metrics_lines,
-    phases_line,
-)
+from accelopt_core.search.phases import phases_line
+from accelopt_core.search.report import HOST_TIMING_NOTES, busiest_engine, metrics_lines
 
 from .device_present import device_markdown
 from .markdown import code, escape
@@ -105,7 +101,7 @@ def profile_details(result: EvalResult) -> str:
     (:func:`accelopt_core.search.report.metrics_lines`: HBM/SBUF/PSUM bytes, spills, FLOPs,
     engine active-time %), for a result timed on the host (``interpreter``, ``simulated``),
     what that says about the hardware, and for a fresh verdict where its time went
-    (:func:`accelopt_core.search.report.phases_line`); ``""`` when there is none of them."""
+    (:func:`accelopt_core.search.phases.phases_line`); ``""`` when there is none of them."""
     lines = [f"- {escape(line)}" for line in metrics_lines(result.metrics)]
     note = HOST_TIMING_NOTES.get(result.timing)
     if note and result.ok:

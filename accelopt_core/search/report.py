@@ -87,35 +87,6 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} GiB"  # unreachable
 
 
-#: The words for the judge's phases (``metrics["phases_s"]``, written by
-#: ``accelopt_core.onsite.triton.evaluation.PhaseClock``).
-PHASE_WORDS = {
-    "start": "start",
-    "load": "loading",
-    "correctness": "correctness",
-    "derived_inputs": "derived inputs",
-    "derived_probe": "search examples",
-    "compile_stage_wait": "compile stage",
-    "timing": "timing",
-    "gpu_facts": "GPU facts",
-}
-
-
-def phases_line(result: EvalResult) -> str | None:
-    """Where a fresh evaluation's wall time went, s: ``evaluated in 6.93 s: worker 3.07 ·
-    start 0.07 · correctness 1.56 · timing 0.88 · derived inputs 1.26 · ...``; ``worker`` is
-    what the judge's phases do not cover (starting or reaching the worker, the static gate).
-    None for a cached result or one without phases. The last line of ``accelopt profile`` and
-    of the language server's profile hover."""
-    phases = (result.metrics or {}).get("phases_s")
-    if result.cached or not isinstance(phases, dict) or not phases or result.eval_s is None:
-        return None
-    spent = {k: float(v) for k, v in phases.items() if isinstance(v, (int, float))}
-    parts = [f"worker {max(result.eval_s - sum(spent.values()), 0.0):.2f}"]
-    parts += [f"{PHASE_WORDS.get(k, k)} {v:.2f}" for k, v in spent.items() if v >= 0.005]
-    return f"evaluated in {result.eval_s:.2f} s: " + " · ".join(parts)
-
-
 def metrics_lines(metrics: Mapping[str, Any]) -> list[str]:
     """An NKI profile's metrics (``EvalResult.metrics``, from the ``neuron-profile`` summary)
     as at most two lines; ``[]`` without metrics (Triton, simulated NKI):

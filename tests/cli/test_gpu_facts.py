@@ -22,7 +22,7 @@ from accelopt_cli import render
 from accelopt_cli.main import build_parser, effective_settings_for
 from accelopt_core.evaluation import Evaluator
 from accelopt_core.evaluation.cache import cache_key
-from accelopt_core.search.report import phases_line
+from accelopt_core.search.phases import phases_line
 from accelopt_core.settings import Settings, load_settings
 from tests.cli.test_cli_e2e import SOFTMAX, cli_env, run_cli  # noqa: F401 (fixture)
 from tests.gpu_metrics import (
@@ -66,6 +66,11 @@ def test_profile_text_says_where_a_fresh_evaluations_time_went() -> None:
     assert lines[-1] == (  # the worker's share is what the phases leave; under 5 ms is left out
         "evaluated in 7.00 s: worker 3.27 · start 0.06 · correctness 1.50 · derived inputs 1.25 "
         "· timing 0.90 · GPU facts 0.02"
+    )
+    result.metrics["reference_store"] = {"reused": 12, "made": 1, "note": "too large"}
+    assert phases_line(result).endswith(  # issue 50, item 4: a warm worker's kept references
+        "GPU facts 0.02; inputs and references: 12 kept from earlier evaluations, 1 made "
+        "(not kept: too large)"
     )
     result.cached = True  # a cached verdict's phases were another run's
     assert phases_line(result) is None
