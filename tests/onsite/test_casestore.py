@@ -229,3 +229,28 @@ def test_the_budget_is_the_setting_or_a_quarter_of_what_memory_is_left(tmp_path,
     assert casestore.budget_bytes(None) == 2 * 2**30  # a cgroup without a limit
     (tmp_path / "max").write_text(str(3 * 2**30))
     assert casestore.budget_bytes(None) == 2**29  # a container with 2 GiB left: 512 MiB
+
+
+@pytest.mark.slow
+def test_answers_past_the_budget_are_recomputed_with_a_note_never_a_failure():
+    """A budget smaller than one case (1 MiB against 3 MiB of inputs and outputs): both
+    evaluations pass, each makes its cases again and says why they were not kept."""
+    from tests.onsite.runs import BASE, WarmRunner, make_request
+
+    big = (
+        BASE.replace("torch.randn(200,", "torch.randn(2**18,")
+        .replace("triton.cdiv(n, 64)", "triton.cdiv(n, 65536)")
+        .replace("BLOCK=64", "BLOCK=65536")
+    )
+    runner = WarmRunner()
+    try:
+        for _ in range(2):
+            result = runner.run(
+                make_request(big, harness_source=big, gpu=None, reference_store_mb=1)
+            )
+            assert result.status == "ok", result.message
+            kept = result.metrics["reference_store"]
+            assert kept["made"] >= 3, kept  # two seeds and the timing seed, every time
+            assert "budget (1 MiB)" in kept["note"] and "recomputed" in kept["note"], kept
+    finally:
+        assert runner.close() == 0
