@@ -143,6 +143,32 @@ class Reference:
         segs = self.segments(answer, "inputs", len(seeds))
         return [(seg, tuple(self.value(seg, torch, device, keep=True))) for seg in segs]
 
+    def stage_inputs(self, seed: int, shapes: list) -> list[exchange.Segment] | None:
+        """The inputs segment of ``seed`` at each of ``shapes`` (None: ``get_inputs``'s
+        defaults) for the compile stage (issue 50, item 5), from the warm worker's store when
+        it keeps them; None when the harness raises on one (the stage then makes them itself,
+        and the checks report the harness's error where they did). Raises Failure when the
+        reference process dies or hangs."""
+        from ..runtime.failures import Failure
+
+        segs: list[exchange.Segment] = []
+        saved = self.shape
+        try:
+            for shape in shapes:
+                self.shape = shape
+                self.peer.doing = f"making the inputs of seed {seed} for the compile stage"
+                answer = self._kept({"op": "cases", "seeds": [seed], "expected": False})
+                segs += self.segments(answer, "inputs", 1)
+        except Failure as failure:
+            for seg in segs:
+                seg.close()
+            if failure.result.get("status") == "timeout" or self.peer._wait(0.05) is not None:
+                raise
+            return None
+        finally:
+            self.shape = saved
+        return segs
+
     def expected(self, seeds: list[int], torch) -> list:
         """The reference outputs (on :attr:`device`) of inputs made earlier by :meth:`inputs`."""
         self.peer.doing = "computing the references of timed repetitions (reference)"

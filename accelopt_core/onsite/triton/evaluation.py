@@ -286,6 +286,8 @@ def _run(
     ref.device, _ = stack.device, _loaded(cand)  # issue 50 (3): cases checked on the device
     ref.use_store(req, stack.use_cuda)  # issue 50 (4): made once per search on a warm worker
     ctx["reference"] = ref
+    if stage is not None:  # issue 50 (5): the stage compiles on these, making no values
+        stage.feed(ref, (req.get("seeds") or [1])[0])
     clock.mark("load")  # the reference and candidate processes loaded, CUDA initialised
     first = (req.get("seeds") or [1])[0]
     listed = req.get("derived_inputs")
@@ -462,6 +464,8 @@ def evaluate(req: dict, ctx: dict) -> dict:
                 proc.stop()
         if result is None and dirs is not ctx.get("dirs"):
             remove_dirs(dirs)  # an unexpected error propagates
+    if stage is not None:
+        stage.release()  # a stage still waiting for its inputs makes them itself
     try:
         merged = gpu_stage.merge(result, stage and stage.answer(ctx["deadline"], result), ctx)
         return _with_phases(merged, clock, ctx.get("reference"))

@@ -86,6 +86,8 @@ def _body(fds: tuple[int, ...], setup: dict) -> None:
         if not setup["use_cuda"]:
             limit_address_space(int(setup["memory_limit_mb"]) * 1024 * 1024)
         chan = Channel(*fds)
+        if not setup["use_cuda"]:  # issue 50, item 5: the judge sends the inputs (or None)
+            setup["receive_inputs"] = lambda: chan.recv(float(setup["timeout_s"]))
         switch_to_compiler()
         warnings: list[str] = []
         if setup["use_cuda"]:
@@ -149,11 +151,48 @@ POLL_S = 0.001
 class StagePeer:
     """The judge's end of the stage process: its pid, channel and device."""
 
-    def __init__(self, proc, device: Device, watch=None) -> None:
+    def __init__(self, proc, device: Device, watch=None, wants_inputs: bool = False) -> None:
         self.proc, self.device = proc, device
         self._raw: dict | None = None  # its answer, once received (:meth:`settle`)
         #: its own directories as made (issue 53: :func:`..sandbox.writes.peer_watch`)
         self.watch = watch
+        #: issue 50, item 5: the stage waits for one ``{"inputs": ...}`` message (off CUDA)
+        self.wants_inputs = wants_inputs
+
+    def feed(self, ref, seed: int) -> None:
+        """Send the stage the inputs of each of its calls (``get_inputs(seed, device)``, then
+        those of the first :data:`.compile.MAX_SHAPES` of ``BENCH["shapes"]``) as the
+        reference process's segments (:meth:`.judge.reference.Reference.stage_inputs`, kept
+        by the warm worker's store), so the stage makes no values of its own; or None, and it
+        makes them as before (a backward harness, a harness that raises on one). Once, and
+        only to a stage that waits for it. Raises Failure when the reference process dies or
+        hangs."""
+        from .compile import MAX_SHAPES
+
+        if not self.wants_inputs:
+            return
+        shapes = [None, *(ref.shapes or [])[:MAX_SHAPES]]
+        segs = None
+        try:
+            segs = None if ref.backward else ref.stage_inputs(seed, shapes)
+        finally:  # the stage hears once, whatever happened
+            self.wants_inputs = False
+            try:
+                self.proc.chan.send({"inputs": segs})
+            except ChannelError:
+                pass  # the stage is gone: its answer says so
+            for seg in segs or []:
+                seg.close()
+
+    def release(self) -> None:
+        """Tell a stage still waiting for its inputs to make them itself (the evaluation
+        ended before :meth:`feed`)."""
+        if self.wants_inputs:
+            self.wants_inputs = False
+            try:
+                self.proc.chan.send({"inputs": None})
+            except ChannelError:
+                pass
 
     def settle(self, deadline: float) -> None:
         """Wait for the stage's answer before the timing starts, so that compiling (seconds of
@@ -270,10 +309,11 @@ def spawn(req: dict, ctx: dict, use_cuda: bool, dirs: dict) -> StagePeer | None:
         "dirs": peer_dirs(dirs, "stage"),  # issue 53: outside the candidate's directories
         "memory_limit_mb": int(req.get("memory_limit_mb") or 8192),
         "judge": os.getpid(),
+        "timeout_s": float(req.get("timeout_s") or 120.0),
     }
     watch = peer_watch(setup["dirs"])  # issue 53: before the stage runs the candidate's code
     proc = fork_peer(dict(req), ctx, lambda fds: _body(fds, setup), Candidate)
-    return StagePeer(proc, device, watch)
+    return StagePeer(proc, device, watch, wants_inputs=not use_cuda)
 
 
 _KERNEL_KEYS = {
