@@ -24,13 +24,17 @@ NOT_IN_STAGE = BASE.replace(
 
 #: Inputs only at ``BENCH["shapes"]``: ``get_inputs``'s defaults raise, so the judge cannot
 #: send the stage its first call's inputs and the stage makes them itself, as before.
-SHAPES_ONLY = BASE.replace(
-    "def get_inputs(seed: int, device: str) -> tuple:\n",
-    "def get_inputs(seed: int, device: str, n=None) -> tuple:\n"
-    "    if n is None:\n"
-    "        raise TypeError('get_inputs needs n')\n",
-).replace("torch.randn(200,", "torch.randn(n,").replace(
-    'BENCH = {\n    "entry": add,', 'BENCH = {\n    "entry": add,\n    "shapes": [{"n": 100}],'
+SHAPES_ONLY = (
+    BASE.replace(
+        "def get_inputs(seed: int, device: str) -> tuple:\n",
+        "def get_inputs(seed: int, device: str, n=None) -> tuple:\n"
+        "    if n is None:\n"
+        "        raise TypeError('get_inputs needs n')\n",
+    )
+    .replace("torch.randn(200,", "torch.randn(n,")
+    .replace(
+        'BENCH = {\n    "entry": add,', 'BENCH = {\n    "entry": add,\n    "shapes": [{"n": 100}],'
+    )
 )
 
 
