@@ -83,6 +83,22 @@ def test_the_least_recently_used_answers_go_beyond_the_budget(store):
     assert set(store.entries) == {"a", "c"} and store.nbytes <= budget
 
 
+def test_answers_unused_for_ten_minutes_are_dropped(store):
+    import time
+
+    assert store.expire() is None  # nothing kept: the zygote's loop may sleep
+    for key in ("old", "new"):
+        assert _offer(store, key, _answer(0.1, 1.0), 16 * MIB) is None
+    now = time.monotonic()
+    store.used["old"] = now - casestore.IDLE_S - 1  # last used eleven minutes ago
+    due = store.expire(now)
+    assert set(store.entries) == {"new"} and 0 < due <= casestore.IDLE_S
+    assert store.nbytes == sum(s.nbytes for s in store.entries["new"][1])
+    assert store.get("new") is not None  # a use postpones it
+    store.take()
+    assert store.used["new"] >= now
+
+
 def test_an_answer_larger_than_the_budget_is_not_kept_and_says_why(store):
     why = _offer(store, "big", _answer(2.0, 1.0), MIB)
     assert why is not None and "budget (1 MiB)" in why and "recomputed" in why

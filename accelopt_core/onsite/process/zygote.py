@@ -274,6 +274,8 @@ def serve(inp: int, out: int) -> None:
         now = time.monotonic()
         waits = [POLL_S] if running else []
         waits += [max(0.0, s.kill_at - now) for s in running.values() if s.kill_pending]
+        due = store.expire(now) if store is not None else None  # answers unused for 10 min
+        waits += [max(0.0, due)] if due is not None else []
         ready, _, _ = select.select([inp, *kept, *running], [], [], min(waits) if waits else None)
         for fd in ready:
             if fd in kept:

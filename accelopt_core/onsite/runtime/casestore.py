@@ -22,8 +22,9 @@ How it works, with no thread and no lock:
   loop takes it (:meth:`CaseStore.take`) and keeps it for the evaluations forked after.
 - The budget comes with each record (:func:`budget_bytes`: the setting
   ``evaluation.referenceStoreMB``, by default a quarter of the memory available when the
-  evaluation started). The zygote drops the least recently used entries beyond it, and beyond
-  :data:`MAX_ENTRIES` entries; a judge that used an entry says so (a ``touch`` record). An
+  evaluation started). The zygote drops the least recently used entries beyond it, beyond
+  :data:`MAX_ENTRIES` entries, and those unused for :data:`IDLE_S` (:meth:`CaseStore.expire`);
+  a judge that used an entry says so (a ``touch`` record). An
   answer that does not fit is not kept: later evaluations recompute it, and the evaluation
   says so in ``metrics["reference_store"]["note"]``. Never a failed evaluation.
 - The candidate, the reference process and the compile stage close every descriptor they
@@ -46,6 +47,7 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 
 from .channel import decode, encode
 from .exchange import Segment
@@ -60,6 +62,10 @@ MAX_RECORD_FDS = 8
 #: The share of the memory available when an evaluation starts that the store may hold, when
 #: ``evaluation.referenceStoreMB`` is unset (issue 50: "say a quarter").
 AUTO_SHARE = 0.25
+#: Seconds an answer stays kept without being used: a search's evaluations follow each other
+#: within seconds, and a warm worker that lives as long as an editor's language server gives
+#: the memory back when the searches stop.
+IDLE_S = 600.0
 
 
 class CaseStore:
@@ -83,6 +89,7 @@ class CaseStore:
             collections.OrderedDict()
         )
         self.nbytes = 0
+        self.used: dict[str, float] = {}  # key -> when it was last kept or used (monotonic s)
 
     # --- the zygote's side -------------------------------------------------------------
 
@@ -117,6 +124,7 @@ class CaseStore:
             if "touch" in msg:
                 if msg["key"] in self.entries:
                     self.entries.move_to_end(msg["key"])
+                    self.used[msg["key"]] = time.monotonic()
                 return
             answer, segs = _adopted(msg.get("answer"), fds)
             if answer is not None:
@@ -135,11 +143,21 @@ class CaseStore:
             return
         self._drop(key)
         self.entries[key] = (answer, segs)
+        self.used[key] = time.monotonic()
         self.nbytes += size
         while self.entries and (self.nbytes > budget or len(self.entries) > MAX_ENTRIES):
             self._drop(next(iter(self.entries)))
 
+    def expire(self, now: float | None = None) -> float | None:
+        """Drop the answers unused for :data:`IDLE_S`; the seconds until the next one is due,
+        or None when nothing is kept (the zygote's loop sleeps that long at most)."""
+        now = time.monotonic() if now is None else now
+        for key in [k for k, t in self.used.items() if now - t >= IDLE_S]:
+            self._drop(key)
+        return min(self.used.values()) + IDLE_S - now if self.used else None
+
     def _drop(self, key: str) -> None:
+        self.used.pop(key, None)
         old = self.entries.pop(key, None)
         if old is not None:
             for seg in old[1]:
@@ -213,6 +231,7 @@ class CaseStore:
             for seg in seg_list:
                 seg.close()
         self.entries.clear()
+        self.used.clear()
         self.nbytes = 0
         for fd in (self.recv_fd, self.send_fd):
             if fd is not None:
