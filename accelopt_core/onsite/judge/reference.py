@@ -94,6 +94,10 @@ class Reference:
                 self.kept["made"] += 1
                 why = self.store.offer(key, answer, self.budget)
                 self.store_note = self.store_note or why
+        return self._took(answer)
+
+    def _took(self, answer: dict) -> dict:
+        """``answer``, after keeping its ``grad_inputs`` (the inputs that require grad)."""
         grads = answer.get("grad_inputs")
         if isinstance(grads, list) and all(type(i) is int for i in grads):
             self.grad_inputs = grads
@@ -104,11 +108,7 @@ class Reference:
         return msg if self.shape is None else {**msg, "shape": self.shape}
 
     def _ask(self, msg: dict) -> dict:
-        answer = self.peer.ask(self._shaped(msg), "done")
-        grads = answer.get("grad_inputs")
-        if isinstance(grads, list) and all(type(i) is int for i in grads):
-            self.grad_inputs = grads
-        return answer
+        return self._took(self.peer.ask(self._shaped(msg), "done"))
 
     @staticmethod
     def segments(answer: dict, key: str, count: int) -> list[exchange.Segment]:
