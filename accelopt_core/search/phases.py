@@ -39,13 +39,15 @@ def phases_line(result: EvalResult) -> str | None:
 def _store_words(result: EvalResult) -> str:
     """``; inputs and references: 12 kept from earlier evaluations, 3 made`` (issue 50, item
     4: ``metrics["reference_store"]`` of a warm worker), with why some are not kept; ``""``
-    without."""
+    without, and for an evaluation that found nothing kept and kept everything (the first of a
+    search, a one-off profile)."""
     kept = (result.metrics or {}).get("reference_store")
     if not isinstance(kept, dict):
         return ""
-    reused, made = kept.get("reused"), kept.get("made")
+    reused, made, note = kept.get("reused"), kept.get("made"), kept.get("note")
     if type(reused) is not int or type(made) is not int:
         return ""
+    if reused == 0 and not isinstance(note, str):  # a first evaluation: nothing to say
+        return ""
     words = f"; inputs and references: {reused} kept from earlier evaluations, {made} made"
-    note = kept.get("note")
     return words + (f" (not kept: {str(note)[:200]})" if isinstance(note, str) else "")

@@ -67,6 +67,8 @@ def test_profile_text_says_where_a_fresh_evaluations_time_went() -> None:
         "evaluated in 7.00 s: worker 3.27 · start 0.06 · correctness 1.50 · derived inputs 1.25 "
         "· timing 0.90 · GPU facts 0.02"
     )
+    result.metrics["reference_store"] = {"reused": 0, "made": 13}  # the first: nothing to say
+    assert phases_line(result).endswith("GPU facts 0.02")
     result.metrics["reference_store"] = {"reused": 12, "made": 1, "note": "too large"}
     assert phases_line(result).endswith(  # issue 50, item 4: a warm worker's kept references
         "GPU facts 0.02; inputs and references: 12 kept from earlier evaluations, 1 made "
