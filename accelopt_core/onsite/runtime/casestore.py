@@ -21,7 +21,7 @@ How it works, with no thread and no lock:
   ``SCM_RIGHTS``, sent without blocking (a full socket: not kept, never a wait). The zygote's
   loop takes it (:meth:`CaseStore.take`) and keeps it for the evaluations forked after.
 - The budget comes with each record (:func:`budget_bytes`: the setting
-  ``evaluation.referenceStoreMB``, by default a quarter of the memory available when the
+  ``evaluation.referenceStoreMb``, by default a quarter of the memory available when the
   evaluation started). The zygote drops the least recently used entries beyond it, beyond
   :data:`MAX_ENTRIES` entries, and those unused for :data:`IDLE_S` (:meth:`CaseStore.expire`);
   a judge that used an entry says so (a ``touch`` record). An
@@ -60,7 +60,7 @@ MAX_RECORD = 1 << 16
 #: Most descriptors in one record.
 MAX_RECORD_FDS = 8
 #: The share of the memory available when an evaluation starts that the store may hold, when
-#: ``evaluation.referenceStoreMB`` is unset (issue 50: "say a quarter").
+#: ``evaluation.referenceStoreMb`` is unset (issue 50: "say a quarter").
 AUTO_SHARE = 0.25
 #: Seconds an answer stays kept without being used: a search's evaluations follow each other
 #: within seconds, and a warm worker that lives as long as an editor's language server gives
@@ -326,7 +326,7 @@ def identity(setup: dict, use_cuda: bool, version: str) -> str:
 
 def budget_bytes(setting_mb: int | None) -> int:
     """The store's budget in bytes: ``setting_mb`` MiB (the setting
-    ``evaluation.referenceStoreMB``; 0 keeps nothing), or, unset, :data:`AUTO_SHARE` of the
+    ``evaluation.referenceStoreMb``; 0 keeps nothing), or, unset, :data:`AUTO_SHARE` of the
     memory available now: ``MemAvailable`` of ``/proc/meminfo``, or less where the container's
     memory cgroup leaves less (:func:`_cgroup_headroom`); 0 where neither can be read."""
     if setting_mb is not None:
