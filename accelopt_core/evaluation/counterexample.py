@@ -72,6 +72,24 @@ _HYPOTHESIS = threading.Lock()
 Probe = Callable[[str, list[dict]], Awaitable[list[dict]]]
 
 
+def _no_local_constants() -> None:
+    """Keep Hypothesis (6.131 and later) from drawing the constants of "local" modules: it
+    reads and ``ast.parse``-s the source of every module not in site-packages (ours, with an
+    editable install) on its first draw. The examples would then depend on which modules the
+    process has loaded, not only on the seed; the parse runs in the search's thread, beside
+    the event loop's own, and CPython 3.11 shares the AST converter's recursion counter
+    between threads (gh-106905: a search failed with "AST constructor recursion depth
+    mismatch"); and its cache lands in ``.hypothesis/`` of the working directory, the user's
+    workspace under the language server. Hypothesis's own constants stay. Where its internals
+    differ (another version), nothing is changed."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:
+        return
+    if hasattr(providers, "_get_local_constants") and hasattr(providers, "Constants"):
+        providers._get_local_constants = providers.Constants
+
+
 @dataclass
 class SearchOutcome:
     """What the search did for one candidate (``metrics["derived_inputs"]["search"]``).
@@ -243,6 +261,7 @@ class Falsifier:
         )(wrapped)
         wrapped = seed_of(self.seed)(wrapped)
         with _HYPOTHESIS:
+            _no_local_constants()
             wrapped()
 
     def _drawn(self, source: str, link: _Link) -> tuple[dict, list[str], dict]:
