@@ -32,10 +32,12 @@ def optimize_with_double(
     settings: dict,
     script: Callable[[RecordedRequest], str | None],
     name_of: Callable[[str], str | None],
+    timeout: float = 1400,
 ) -> Run:
     """``accelopt optimize`` on ``source`` (written to ``work/kernel_name``) with ``-T 1 -N 1``
     and every candidate one executor reply of one plan (``-B``/``-K`` = their count); the
-    other roles answer by ``script``; ``name_of`` names a candidate from a prompt."""
+    other roles answer by ``script``; ``name_of`` names a candidate from a prompt; ``timeout``
+    bounds the command, s. The memory read is the whole of ``work``'s, earlier runs' too."""
     (work / "settings.json").write_text(json.dumps({"accelopt": settings}))
     kernel = work / kernel_name
     kernel.write_text(source)
@@ -49,7 +51,7 @@ def optimize_with_double(
             "optimize", str(kernel), "--json", "-T", "1", "-B", n, "-N", "1", "-K", n,
             "--settings", str(work / "settings.json"), "--llm-base-url", double.base_url,
             "--llm-model", "double-model", "--api-key-env", TEST_API_KEY_ENV,
-            env=env, cwd=work, timeout=1400,
+            env=env, cwd=work, timeout=timeout,
         )  # fmt: skip
         for req in double.requests:
             if req.role == "fixer":

@@ -14,15 +14,14 @@ with a general fallback, a Welford variance) rank.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from accelopt_core.memory import OptimizationMemory
-from tests.adversarial.hacks import executor_reply, private_env, run_cli
-from tests.llm_double import TEST_API_KEY, TEST_API_KEY_ENV, LLMDouble, RecordedRequest, text
+from tests.llm_double import RecordedRequest
+from tests.optimize_run import optimize_with_double
 from tests.values.kernels import (
     LAYERNORM_CANDIDATES,
     LAYERNORM_FILE,
@@ -77,31 +76,19 @@ def _script(req: RecordedRequest) -> str | None:
 
 
 def _search(work: Path, name: str, fixer: dict[str, str]) -> dict:
+    """One search (tests/optimize_run.py) in ``work``, the three sharing its memory; the
+    fixer's prompts go into ``fixer``; its report."""
     source, candidates, _entry = SEARCHES[name]
-    kernel = work / name
-    kernel.write_text(source)
-    env = private_env(work)
-    with LLMDouble(script=_script) as double:
-        double.queue(*(text(executor_reply(c)) for c in candidates.values()), role="executor")
-        env[TEST_API_KEY_ENV] = TEST_API_KEY
-        proc = run_cli(
-            "optimize", str(kernel), "--json", "-T", "1", "-B", str(len(candidates)), "-N", "1",
-            "-K", str(len(candidates)), "--settings", str(work / "settings.json"),
-            "--llm-base-url", double.base_url, "--llm-model", "double-model",
-            "--api-key-env", TEST_API_KEY_ENV, env=env, cwd=work, timeout=1500,
-        )  # fmt: skip
-        for req in double.requests:
-            if req.role == "fixer":
-                prompt = "\n".join(str(m.get("content")) for m in req.messages)
-                fixer[name_of(prompt) or "?"] = prompt
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    found = optimize_with_double(
+        work, name, source, candidates, SETTINGS, _script, name_of, timeout=1500
+    )
+    fixer.update(found.fixer)
+    return found.report
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     work = tmp_path_factory.mktemp("derived-values-search")
-    (work / "settings.json").write_text(json.dumps({"accelopt": SETTINGS}))
     fixer: dict[str, str] = {}
     reports = {name: _search(work, name, fixer) for name in SEARCHES}
     with OptimizationMemory(work / "memory" / "memory") as memory:
