@@ -49,7 +49,7 @@ import json
 import os
 import time
 
-from .channel import decode, encode
+from .channel import decode, encode, segments_in
 from .exchange import Segment
 
 #: Most entries kept (each holds up to two descriptors, inherited by every judge: the judge's
@@ -198,7 +198,7 @@ class CaseStore:
         for the budget, a segment that is not sealed, the socket full or closed)."""
         fds: list[int] = []
         wire = encode(answer, fds)
-        segs = _segments(answer)
+        segs = segments_in(answer)
         size = sum(s.nbytes for s in segs)
         if size > budget:
             return (
@@ -240,26 +240,13 @@ class CaseStore:
         self.recv_fd = self.send_fd = None
 
 
-def _segments(obj, depth: int = 0) -> list[Segment]:
-    """Every Segment in ``obj`` (dicts and lists), in :func:`.channel.encode`'s order."""
-    if isinstance(obj, Segment):
-        return [obj]
-    if depth > 8:
-        return []
-    if isinstance(obj, dict):
-        return [s for v in obj.values() for s in _segments(v, depth + 1)]
-    if isinstance(obj, (list, tuple)):
-        return [s for v in obj for s in _segments(v, depth + 1)]
-    return []
-
-
 def _adopted(answer, fds: list[int]) -> tuple[dict | None, list[Segment]]:
     """``(answer in wire form, its Segments)`` of a record, each segment checked against its
     descriptor and sealed; ``(None, [])`` when anything is wrong."""
     if not isinstance(answer, dict):
         return None, []
     try:
-        segs = _segments(decode(answer, fds, set()))
+        segs = segments_in(decode(answer, fds, set()))
     except Exception:  # noqa: BLE001 - a malformed record: dropped
         return None, []
     if len(segs) != len(fds) or not all(s.sealed for s in segs):

@@ -240,14 +240,22 @@ def serve_requests(chan: Channel, handlers: dict, error_of) -> None:
         close_segments(answer)
 
 
-def close_segments(obj, depth: int = 0) -> None:
+def segments_in(obj, depth: int = 0) -> list[Segment]:
+    """Every Segment in ``obj`` (a message's dicts and lists, 8 levels deep), in the order
+    :func:`encode` numbers them."""
+    if isinstance(obj, Segment):
+        return [obj]
+    if depth > 8:
+        return []
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in segments_in(v, depth + 1)]
+    if isinstance(obj, (list, tuple)):
+        return [s for v in obj for s in segments_in(v, depth + 1)]
+    return []
+
+
+def close_segments(obj) -> None:
     """Close every Segment in ``obj`` (a message's dicts and lists): what a peer sent is the
     receiver's now, and an open descriptor would keep its memory."""
-    if isinstance(obj, Segment):
-        obj.close()
-    elif isinstance(obj, dict) and depth <= 8:
-        for v in obj.values():
-            close_segments(v, depth + 1)
-    elif isinstance(obj, (list, tuple)) and depth <= 8:
-        for v in obj:
-            close_segments(v, depth + 1)
+    for seg in segments_in(obj):
+        seg.close()
